@@ -1,0 +1,74 @@
+/*
+ * abi.h - what the per-version adapters share. Each NCCL version's table lives
+ * in its own file (abi_v6.c ... abi_v12.c) and only translates arguments; a
+ * difference that several versions share is written once here:
+ *   - v6..v9: no per-communicator context (init once, no finalize);
+ *   - v6..v8: int sizes in regMr (v6/v7), isend and irecv;
+ *   - v7+:    device-comm out-arguments (always "none" here);
+ *   - v10:    profiler handles (ignored) and a comm config on connect;
+ *   - properties: one internal struct, copied field by field.
+ */
+#ifndef FAB_ABI_H
+#define FAB_ABI_H
+
+#include "abi/nccl_net_abi.h"
+#include "core/plugin.h"
+
+ncclResult_t abi_init_legacy(ncclDebugLogger_t logger);
+ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm);
+ncclResult_t abi_connect_v6(int dev, void *handle, void **send_comm);
+ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
+			    ncclNetDeviceHandle_t **send_dev_comm);
+ncclResult_t abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
+			     void **send_comm, ncclNetDeviceHandle_t **send_dev_comm);
+ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
+			     ncclNetDeviceHandle_t **send_dev_comm);
+ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
+			   ncclNetDeviceHandle_t **recv_dev_comm);
+ncclResult_t abi_reg_mr_int(void *comm, void *data, int size, int type, void **mhandle);
+ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void *mhandle,
+			   void **request);
+ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int *tags,
+			   void **mhandles, void **request);
+ncclResult_t abi_isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void *phandle, void **request);
+ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+			   void **mhandles, void **phandles, void **request);
+ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
+			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
+
+/* Fields every properties layout has (v6 onwards). */
+#define ABI_PROPS_V6(dst, src)                          \
+	do {                                            \
+		(dst)->name = (char *)(src)->name;      \
+		(dst)->pciPath = (char *)(src)->pci_path; \
+		(dst)->guid = (src)->guid;              \
+		(dst)->ptrSupport = (src)->ptr_support; \
+		(dst)->speed = (src)->speed;            \
+		(dst)->port = (src)->port;              \
+		(dst)->latency = (src)->latency;        \
+		(dst)->maxComms = (src)->max_comms;     \
+		(dst)->maxRecvs = (src)->max_recvs;     \
+	} while (0)
+
+/* v7 added the device type, v8 regIsGlobal. */
+#define ABI_PROPS_V8(dst, src)                                                  \
+	do {                                                                    \
+		ABI_PROPS_V6(dst, src);                                         \
+		(dst)->netDeviceType = (ncclNetDeviceType)(src)->net_device_type; \
+		(dst)->netDeviceVersion = (src)->net_device_version;            \
+		(dst)->regIsGlobal = (src)->reg_is_global;                      \
+	} while (0)
+
+/* v9 added forceFlush, virtual devices and size limits; v11 multi-requests. */
+#define ABI_PROPS_V9(dst, src)                                   \
+	do {                                                     \
+		ABI_PROPS_V8(dst, src);                          \
+		(dst)->forceFlush = (src)->force_flush;          \
+		(dst)->vProps.ndevs = (src)->vdev_count;         \
+		(dst)->vProps.devs[0] = (src)->vdevs[0];         \
+		(dst)->maxP2pBytes = (src)->max_p2p_bytes;       \
+		(dst)->maxCollBytes = (src)->max_coll_bytes;     \
+	} while (0)
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * abi_common.c - argument translations shared by several NCCL versions.
+ */
+#include <string.h>
+
+#include "abi/abi.h"
+#include "log/log.h"
+
+ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)
+{
+	/* v6..v10: one init per process and no finalize; the context lives until exit. */
+	return fab_net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger);
+}
+
+ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
+			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
+{
+	(void)prof;
+	return fab_net_init(ctx, comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
+			    logger);
+}
+
+ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm)
+{
+	return fab_net_listen(NULL, dev, handle, listen_comm);
+}
+
+ncclResult_t abi_connect_v6(int dev, void *handle, void **send_comm)
+{
+	return fab_net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
+}
+
+ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
+			    ncclNetDeviceHandle_t **send_dev_comm)
+{
+	if (send_dev_comm)
+		*send_dev_comm = NULL; /* host-side network: no device comm */
+	return abi_connect_v6(dev, handle, send_comm);
+}
+
+ncclResult_t abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
+			     void **send_comm, ncclNetDeviceHandle_t **send_dev_comm)
+{
+	if (send_dev_comm)
+		*send_dev_comm = NULL;
+	return fab_net_connect(NULL, dev, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
+			       handle, send_comm);
+}
+
+ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
+			     ncclNetDeviceHandle_t **send_dev_comm)
+{
+	if (send_dev_comm)
+		*send_dev_comm = NULL;
+	return fab_net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
+}
+
+ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
+			   ncclNetDeviceHandle_t **recv_dev_comm)
+{
+	if (recv_dev_comm)
+		*recv_dev_comm = NULL;
+	return fab_net_accept(listen_comm, recv_comm);
+}
+
+ncclResult_t abi_reg_mr_int(void *comm, void *data, int size, int type, void **mhandle)
+{
+	if (size < 0) {
+		*mhandle = NULL;
+		FAB_WARN(NCCL_NET, "regMr: negative size %d", size);
+		return ncclInvalidArgument;
+	}
+	return fab_net_reg_mr(comm, data, (size_t)size, type, mhandle);
+}
+
+ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void *mhandle,
+			   void **request)
+{
+	if (size < 0) {
+		*request = NULL;
+		FAB_WARN(NCCL_NET, "isend: negative size %d", size);
+		return ncclInvalidArgument;
+	}
+	return fab_net_isend(send_comm, data, (size_t)size, tag, mhandle, request);
+}
+
+ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int *tags,
+			   void **mhandles, void **request)
+{
+	size_t wide[8];
+	if (n < 1 || n > 8) {
+		*request = NULL;
+		FAB_WARN(NCCL_NET, "irecv: %d buffers requested", n);
+		return ncclInvalidArgument;
+	}
+	for (int i = 0; i < n; i++) {
+		if (sizes[i] < 0) {
+			*request = NULL;
+			FAB_WARN(NCCL_NET, "irecv: negative size %d", sizes[i]);
+			return ncclInvalidArgument;
+		}
+		wide[i] = (size_t)sizes[i];
+	}
+	return fab_net_irecv(recv_comm, n, data, wide, tags, mhandles, request);
+}
+
+ncclResult_t abi_isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void *phandle, void **request)
+{
+	(void)phandle; /* profiler events: not emitted yet */
+	return fab_net_isend(send_comm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+			   void **mhandles, void **phandles, void **request)
+{
+	(void)phandles;
+	return fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}

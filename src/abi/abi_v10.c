@@ -1,0 +1,42 @@
+/* abi_v10.c - NCCL 2.26-2.27: profiler callback, comm config on connect,
+ * profiler handles on isend/irecv. Properties as v9. */
+#include "abi/abi.h"
+#include "util/util.h"
+
+static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
+{
+	(void)prof;
+	return abi_init_legacy(logger);
+}
+
+static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v9_t *props)
+{
+	struct fab_props p;
+	ncclResult_t res = fab_net_get_properties(dev, &p);
+	if (res == ncclSuccess)
+		ABI_PROPS_V9(props, &p);
+	return res;
+}
+
+FAB_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+	.name = FAB_PLUGIN_NAME,
+	.init = v10_init,
+	.devices = fab_net_devices,
+	.getProperties = v10_get_properties,
+	.listen = abi_listen_legacy,
+	.connect = abi_connect_v10,
+	.accept = abi_accept_v7,
+	.regMr = fab_net_reg_mr,
+	.regMrDmaBuf = fab_net_reg_mr_dmabuf,
+	.deregMr = fab_net_dereg_mr,
+	.isend = abi_isend_v10,
+	.irecv = abi_irecv_v10,
+	.iflush = fab_net_iflush,
+	.test = fab_net_test,
+	.closeSend = fab_net_close_send,
+	.closeRecv = fab_net_close_recv,
+	.closeListen = fab_net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+	.makeVDevice = NULL,
+};

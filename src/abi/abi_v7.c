@@ -1,0 +1,37 @@
+/* abi_v7.c - NCCL 2.19: v6 plus device-comm out-arguments and the device type. */
+#include "abi/abi.h"
+#include "util/util.h"
+
+static ncclResult_t v7_get_properties(int dev, ncclNetProperties_v7_t *props)
+{
+	struct fab_props p;
+	ncclResult_t res = fab_net_get_properties(dev, &p);
+	if (res == ncclSuccess) {
+		ABI_PROPS_V6(props, &p);
+		props->netDeviceType = (ncclNetDeviceType)p.net_device_type;
+		props->netDeviceVersion = p.net_device_version;
+	}
+	return res;
+}
+
+FAB_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
+	.name = FAB_PLUGIN_NAME,
+	.init = abi_init_legacy,
+	.devices = fab_net_devices,
+	.getProperties = v7_get_properties,
+	.listen = abi_listen_legacy,
+	.connect = abi_connect_v7,
+	.accept = abi_accept_v7,
+	.regMr = abi_reg_mr_int,
+	.regMrDmaBuf = fab_net_reg_mr_dmabuf,
+	.deregMr = fab_net_dereg_mr,
+	.isend = abi_isend_int,
+	.irecv = abi_irecv_int,
+	.iflush = fab_net_iflush,
+	.test = fab_net_test,
+	.closeSend = fab_net_close_send,
+	.closeRecv = fab_net_close_recv,
+	.closeListen = fab_net_close_listen,
+	.getDeviceMr = NULL,   /* NULL: not supported (host-side network) */
+	.irecvConsumed = NULL,
+};

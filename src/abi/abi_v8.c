@@ -1,0 +1,34 @@
+/* abi_v8.c - NCCL 2.20-2.23: v7 with size_t regMr and regIsGlobal. */
+#include "abi/abi.h"
+#include "util/util.h"
+
+static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
+{
+	struct fab_props p;
+	ncclResult_t res = fab_net_get_properties(dev, &p);
+	if (res == ncclSuccess)
+		ABI_PROPS_V8(props, &p);
+	return res;
+}
+
+FAB_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
+	.name = FAB_PLUGIN_NAME,
+	.init = abi_init_legacy,
+	.devices = fab_net_devices,
+	.getProperties = v8_get_properties,
+	.listen = abi_listen_legacy,
+	.connect = abi_connect_v7,
+	.accept = abi_accept_v7,
+	.regMr = fab_net_reg_mr,
+	.regMrDmaBuf = fab_net_reg_mr_dmabuf,
+	.deregMr = fab_net_dereg_mr,
+	.isend = abi_isend_int,
+	.irecv = abi_irecv_int,
+	.iflush = fab_net_iflush,
+	.test = fab_net_test,
+	.closeSend = fab_net_close_send,
+	.closeRecv = fab_net_close_recv,
+	.closeListen = fab_net_close_listen,
+	.getDeviceMr = NULL,
+	.irecvConsumed = NULL,
+};

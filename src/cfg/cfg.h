@@ -1,0 +1,88 @@
+/*
+ * cfg.h - every NCCL_FABRIC_* setting, declared once.
+ *
+ * FAB_SETTINGS is the single list: name, type, default, bounds, help. It
+ * generates the setting ids, the parser, and the dump that nccl-fabric-info and
+ * the README print. Each value remembers where it came from. Settings are read
+ * once per plugin lifetime (at the first init) and are frozen afterwards.
+ */
+#ifndef FAB_CFG_H
+#define FAB_CFG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum fab_cfg_type { FAB_CFG_STR, FAB_CFG_INT, FAB_CFG_BOOL, FAB_CFG_ENUM };
+
+/* Values of the NCCL_FABRIC_HMEM enum, in the order of its name list. */
+enum fab_hmem_mode { FAB_HMEM_AUTO = 0, FAB_HMEM_FORCE = 1, FAB_HMEM_OFF = 2 };
+
+/*     id           type           default  min  max      enum names    help */
+#define FAB_SETTINGS(X)                                                                        \
+	X(PROVIDER, FAB_CFG_STR, "", 0, 0, NULL,                                               \
+	  "Comma list of libfabric providers, in order of preference. An item matches a "      \
+	  "provider by its full name (tcp;ofi_rxm) or its core name (tcp); ^name excludes. "   \
+	  "Single-host providers such as shm are used only when named here. Empty: the "      \
+	  "first provider libfabric offers that reaches other hosts.")                         \
+	X(HMEM, FAB_CFG_ENUM, "auto", 0, 0, "auto|force|off",                                  \
+	  "GPU memory through the provider's FI_HMEM. auto: only when the provider promises "  \
+	  "not to call the CUDA API (FI_OPT_CUDA_API_PERMITTED answered 0). force: whenever "  \
+	  "it advertises FI_HMEM and a GPU is present, whatever it answered (risk: a "         \
+	  "provider that calls CUDA under NCCL can deadlock). off: host memory only.")         \
+	X(DMABUF, FAB_CFG_BOOL, "1", 0, 1, NULL,                                               \
+	  "Offer NCCL DMA-BUF registration (NCCL_PTR_DMABUF) when GPU memory is used, "       \
+	  "libfabric >= 1.20 and the GPU supports DMA-BUF. 0 turns it off.")                  \
+	X(MAX_RECVS, FAB_CFG_INT, "8", 1, 8, NULL,                                             \
+	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
+	X(SPEED, FAB_CFG_INT, "0", 0, 100000000, NULL,                                         \
+	  "Link speed reported to NCCL, in Mbps. 0: the NIC's link attributes, else "          \
+	  "/sys/class/net/<if>/speed, else 10000.")                                           \
+	X(TIMEOUT, FAB_CFG_INT, "300", 1, 86400, NULL,                                         \
+	  "Seconds a connection may wait for its peer during connect/accept before it fails " \
+	  "with an error instead of waiting forever.")                                        \
+	X(CQ_BATCH, FAB_CFG_INT, "32", 1, 256, NULL,                                           \
+	  "Completions read from a completion queue per call.")
+
+enum fab_cfg_id {
+#define FAB_CFG_ID(id, type, def, min, max, names, help) FAB_CFG_##id,
+	FAB_SETTINGS(FAB_CFG_ID)
+#undef FAB_CFG_ID
+	FAB_CFG_COUNT
+};
+
+enum fab_cfg_source { FAB_SRC_DEFAULT, FAB_SRC_ENV, FAB_SRC_OVERRIDE, FAB_SRC_INVALID_ENV };
+
+struct fab_cfg_desc {
+	const char *name; /* full environment name, NCCL_FABRIC_... */
+	enum fab_cfg_type type;
+	const char *def;
+	int64_t min, max;
+	const char *enum_names; /* "a|b|c" for FAB_CFG_ENUM */
+	const char *help;
+};
+
+struct fab_cfg_value {
+	int64_t i;            /* INT, BOOL, ENUM (index into enum_names) */
+	char s[256];          /* the value as text (STR settings use only this) */
+	enum fab_cfg_source source;
+	char invalid[128];    /* the rejected text when source is FAB_SRC_INVALID_ENV */
+};
+
+struct fab_cfg {
+	struct fab_cfg_value v[FAB_CFG_COUNT];
+};
+
+typedef const char *(*fab_cfg_lookup_fn)(const char *name, void *arg);
+
+extern const struct fab_cfg_desc fab_cfg_descs[FAB_CFG_COUNT];
+
+/* Fills cfg from lookup (getenv when NULL). Invalid values keep the default,
+ * are marked FAB_SRC_INVALID_ENV and are returned as a count so the caller can
+ * WARN once. Pure apart from the lookup. */
+int fab_cfg_load(struct fab_cfg *cfg, fab_cfg_lookup_fn lookup, void *arg);
+/* Parses text into one setting; returns 0 or -EINVAL. */
+int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg_value *out);
+const char *fab_cfg_source_name(enum fab_cfg_source src);
+void fab_cfg_dump(const struct fab_cfg *cfg, FILE *out, int json);
+
+#endif

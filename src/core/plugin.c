@@ -1,0 +1,327 @@
+/*
+ * plugin.c - the plugin context: init, finalize, devices and their properties.
+ *
+ * init runs discovery and the GPU-memory policy once, so getProperties tells
+ * NCCL the truth from the first call; later inits (one per communicator in
+ * v11+) take a reference. The last finalize closes every libfabric object and
+ * frees everything, so NCCL can dlclose the plugin and load it again.
+ */
+#include "core/plugin.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_drv.h"
+#include "log/log.h"
+#include "proto/proto.h"
+#include "proto/proto_wire.h"
+#include "util/util.h"
+
+static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fab_plugin *plugin;
+
+/* A v11+ communicator's context. */
+struct fab_ctx {
+	uint32_t magic;
+	uint64_t comm_id;
+	int traffic_class;
+};
+#define FAB_CTX_MAGIC 0x46435458u
+
+struct fab_plugin *fab_plugin_get(void)
+{
+	return __atomic_load_n(&plugin, __ATOMIC_ACQUIRE);
+}
+
+/* ---------------- device properties ---------------- */
+
+static void device_pci_path(struct fab_device *dev)
+{
+	const struct fi_info *info = dev->info;
+	char path[PATH_MAX];
+	dev->pci_path[0] = '\0';
+	if (info->nic && info->nic->bus_attr && info->nic->bus_attr->bus_type == FI_BUS_PCI) {
+		const struct fi_pci_attr *pci = &info->nic->bus_attr->attr.pci;
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x", pci->domain_id,
+			 pci->bus_id, pci->device_id, pci->function_id);
+	} else {
+		/* IP providers name their domain after the interface */
+		snprintf(path, sizeof(path), "/sys/class/net/%s/device", dev->choice.domain);
+	}
+	if (!realpath(path, dev->pci_path))
+		dev->pci_path[0] = '\0';
+	/* A real PCI device only: virtual interfaces resolve elsewhere */
+	if (dev->pci_path[0] && !strstr(dev->pci_path, "/pci"))
+		dev->pci_path[0] = '\0';
+}
+
+static int device_speed(struct fab_device *dev, const struct fab_cfg *cfg)
+{
+	if (cfg->v[FAB_CFG_SPEED].i > 0) {
+		snprintf(dev->speed_source, sizeof(dev->speed_source), "NCCL_FABRIC_SPEED");
+		return (int)cfg->v[FAB_CFG_SPEED].i;
+	}
+	const struct fi_info *info = dev->info;
+	if (info->nic && info->nic->link_attr && info->nic->link_attr->speed) {
+		snprintf(dev->speed_source, sizeof(dev->speed_source), "NIC link attributes");
+		return (int)(info->nic->link_attr->speed / 1000000);
+	}
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev->choice.domain);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		int mbps = 0;
+		int ok = fscanf(f, "%d", &mbps) == 1;
+		fclose(f);
+		if (ok && mbps > 0) {
+			snprintf(dev->speed_source, sizeof(dev->speed_source), "%s", "sysfs interface speed");
+			return mbps;
+		}
+	}
+	snprintf(dev->speed_source, sizeof(dev->speed_source), "default (link speed unknown)");
+	return 10000;
+}
+
+static void device_props(struct fab_plugin *p, struct fab_device *dev)
+{
+	struct fab_props *pr = &dev->props;
+	memset(pr, 0, sizeof(*pr));
+	device_pci_path(dev);
+	pr->name = dev->choice.name;
+	pr->pci_path = dev->pci_path[0] ? dev->pci_path : NULL;
+	/* Ports of one NIC share the PCI device, hence the guid; others differ. */
+	const char *key = dev->pci_path[0] ? dev->pci_path : dev->choice.name;
+	pr->guid = fab_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ULL);
+	pr->ptr_support = dev->hmem ? p->hmem.ptr_support : NCCL_PTR_HOST;
+	pr->reg_is_global = 1;
+	pr->force_flush = 0;
+	pr->speed = device_speed(dev, &p->cfg);
+	pr->port = 0;
+	pr->latency = 0; /* libfabric reports no latency: 0 leaves NCCL's own estimate */
+	uint64_t comms = 1ULL << dev->layout.conn_bits;
+	pr->max_comms = comms > 0x7fffffff ? 0x7fffffff : (int)comms;
+	pr->max_recvs = (int)p->cfg.v[FAB_CFG_MAX_RECVS].i;
+	pr->net_device_type = NCCL_NET_DEVICE_HOST;
+	pr->net_device_version = 0;
+	pr->vdev_count = 1;
+	pr->vdevs[0] = dev->index;
+	size_t max = dev->info->ep_attr ? dev->info->ep_attr->max_msg_size : 0;
+	if (max == 0 || max > NCCL_MAX_NET_SIZE_BYTES)
+		max = NCCL_MAX_NET_SIZE_BYTES;
+	pr->max_p2p_bytes = max;
+	pr->max_coll_bytes = max;
+	pr->max_multi_request_size = 1;
+	pr->rail_id = -1;
+	pr->plane_id = -1;
+}
+
+int fab_device_open(struct fab_device *dev, struct fab_domain **out)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	int rc = 0;
+	pthread_mutex_lock(&dev->open_lock);
+	if (!dev->dom) {
+		struct fab_domain_attr attr = {
+			.info = dev->info,
+			.hmem = dev->hmem,
+			.expected_cuda_rc = p->hmem.expected_cuda_rc,
+			.nep = 1,
+			.cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i,
+			.name = dev->props.name,
+		};
+		rc = fab_domain_open(&attr, &dev->dom);
+		if (rc)
+			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
+		else
+			FAB_INFO(NCCL_NET | NCCL_INIT, "device %d (%s) opened: provider %s, fabric %s",
+				 dev->index, dev->props.name, p->disc.sel.provider,
+				 dev->info->fabric_attr->name);
+	}
+	pthread_mutex_unlock(&dev->open_lock);
+	*out = dev->dom;
+	return rc;
+}
+
+/* ---------------- init / finalize ---------------- */
+
+static void plugin_free(struct fab_plugin *p)
+{
+	proto_pending_connects_close(p, -1);
+	for (int d = p->ndevs - 1; d >= 0; d--) {
+		fab_domain_close(p->devs[d].dom);
+		p->devs[d].dom = NULL;
+		pthread_mutex_destroy(&p->devs[d].open_lock);
+	}
+	fab_discovery_free(&p->disc);
+	fab_cuda_close();
+	pthread_mutex_destroy(&p->pending_lock);
+	if (p->libfabric_pin)
+		dlclose(p->libfabric_pin); /* RTLD_NODELETE keeps it mapped regardless */
+	free(p);
+}
+
+static void log_decision(struct fab_plugin *p)
+{
+	struct fab_discovery *d = &p->disc;
+	FAB_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u (plugin built against %u.%u); provider %s",
+		 FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
+		 FI_MAJOR(d->build_version), FI_MINOR(d->build_version), d->sel.reason);
+	for (int i = 0; i < p->ndevs; i++) {
+		struct fab_device *dev = &p->devs[i];
+		FAB_INFO(NCCL_INIT | NCCL_NET,
+			 "device %d: %s, fabric %s, pciPath %s, speed %d Mbps (%s), ptrSupport 0x%x", i,
+			 dev->props.name, dev->info->fabric_attr->name,
+			 dev->props.pci_path ? dev->props.pci_path : "none", dev->props.speed,
+			 dev->speed_source, dev->props.ptr_support);
+	}
+	FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory: %s", p->hmem.reason);
+	if (d->probe.attempted)
+		FAB_INFO(NCCL_INIT | NCCL_NET,
+			 "FI_OPT_CUDA_API_PERMITTED=false answered %s; FI_HMEM_P2P: %s; DMA-BUF: %s",
+			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason);
+	FAB_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
+	if (p->hmem.warning[0])
+		FAB_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);
+	for (int c = 0; c < d->sel.ncands; c++) {
+		const struct fab_cand *cd = &d->sel.cands[c];
+		FAB_TRACE(NCCL_INIT | NCCL_NET, "candidate %d: %s domain %s fabric %s (%s): %s", c,
+			  cd->prov, cd->domain, cd->fabric, d->attempts[cd->attempt].plan.label,
+			  cd->reason);
+	}
+}
+
+/* Builds the whole context; on failure returns NULL and has logged why. */
+static struct fab_plugin *plugin_create(ncclResult_t *res)
+{
+	struct fab_plugin *p = calloc(1, sizeof(*p));
+	if (!p) {
+		*res = ncclSystemError;
+		return NULL;
+	}
+	pthread_mutex_init(&p->pending_lock, NULL);
+	dlist_init(&p->pending_connects);
+	/* libfabric's shm provider installs signal handlers that point into
+	 * libfabric: it must outlive any dlclose of this plugin. */
+	p->libfabric_pin = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
+
+	p->cfg_invalid = fab_cfg_load(&p->cfg, NULL, NULL);
+	for (int id = 0; id < FAB_CFG_COUNT; id++)
+		if (p->cfg.v[id].source == FAB_SRC_INVALID_ENV)
+			FAB_WARN(NCCL_INIT | NCCL_ENV, "%s=\"%s\" is not valid; using the default \"%s\"",
+				 fab_cfg_descs[id].name, p->cfg.v[id].invalid, fab_cfg_descs[id].def);
+
+	fab_cuda_open(&p->cuda);
+	if (fab_discover(&p->cfg, &p->disc)) {
+		FAB_WARN(NCCL_INIT | NCCL_NET,
+			 "no usable libfabric provider: %s. Run nccl-fabric-info to see every "
+			 "candidate and why it was rejected",
+			 p->disc.sel.reason);
+		*res = ncclSystemError;
+		plugin_free(p);
+		return NULL;
+	}
+	struct fab_selection *sel = &p->disc.sel;
+	if (sel->has_hmem) {
+		const struct fi_info *probe_info = NULL;
+		for (int i = 0; i < sel->ndevs && !probe_info; i++)
+			probe_info = sel->devs[i].hmem_info;
+		fab_probe_run(probe_info, &p->disc.probe);
+	}
+	fab_policy_hmem(sel, &p->disc.probe, &p->cuda, &p->cfg, p->disc.runtime_version, &p->hmem);
+
+	p->ndevs = sel->ndevs;
+	for (int i = 0; i < sel->ndevs; i++) {
+		struct fab_device *dev = &p->devs[i];
+		dev->index = i;
+		dev->choice = sel->devs[i];
+		pthread_mutex_init(&dev->open_lock, NULL);
+		dev->hmem = p->hmem.use_hmem && dev->choice.hmem_info;
+		/* Host-only devices use the entry without FI_HMEM: an FI_HMEM entry may
+		 * have worse attributes (shm's has inject size 0). */
+		dev->info = dev->hmem ? dev->choice.hmem_info :
+			    dev->choice.host_info ? dev->choice.host_info : dev->choice.hmem_info;
+		unsigned bits = fab_policy_tag_bits(dev->info->ep_attr->mem_tag_format);
+		proto_tag_layout_init(&dev->layout, bits);
+		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
+		device_props(p, dev);
+	}
+	*res = ncclSuccess;
+	return p;
+}
+
+ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
+			  ncclDebugLogger_t logger)
+{
+	if (ctx)
+		*ctx = NULL;
+	pthread_mutex_lock(&plugin_lock);
+	if (logger)
+		fab_log_set_logger(logger);
+	else
+		fab_log_read_env();
+	ncclResult_t res = ncclSuccess;
+	if (!plugin) {
+		struct fab_plugin *p = plugin_create(&res);
+		if (!p) {
+			pthread_mutex_unlock(&plugin_lock);
+			return res;
+		}
+		__atomic_store_n(&plugin, p, __ATOMIC_RELEASE);
+		log_decision(p);
+	}
+	if (ctx) {
+		struct fab_ctx *c = calloc(1, sizeof(*c));
+		if (!c) {
+			pthread_mutex_unlock(&plugin_lock);
+			return ncclSystemError;
+		}
+		c->magic = FAB_CTX_MAGIC;
+		c->comm_id = comm_id;
+		c->traffic_class = traffic_class;
+		*ctx = c;
+	}
+	plugin->refs++;
+	pthread_mutex_unlock(&plugin_lock);
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_finalize(void *ctx)
+{
+	struct fab_ctx *c = ctx;
+	/* NCCL 2.28 also calls finalize after a failed init, with whatever ctx
+	 * holds: only a context this plugin made counts. */
+	if (!c || c->magic != FAB_CTX_MAGIC)
+		return ncclSuccess;
+	pthread_mutex_lock(&plugin_lock);
+	c->magic = 0;
+	free(c);
+	if (plugin && --plugin->refs == 0) {
+		struct fab_plugin *p = plugin;
+		__atomic_store_n(&plugin, NULL, __ATOMIC_RELEASE);
+		plugin_free(p);
+		FAB_INFO(NCCL_INIT | NCCL_NET, "finalized: every libfabric object closed");
+		fab_log_set_logger(NULL);
+	}
+	pthread_mutex_unlock(&plugin_lock);
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_devices(int *ndev)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	*ndev = p ? p->ndevs : 0;
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_get_properties(int dev, struct fab_props *props)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	if (!p || dev < 0 || dev >= p->ndevs) {
+		FAB_WARN(NCCL_NET, "getProperties: device %d does not exist", dev);
+		return ncclInvalidArgument;
+	}
+	*props = p->devs[dev].props;
+	return ncclSuccess;
+}

@@ -1,0 +1,115 @@
+/*
+ * plugin.h - the plugin's one internal API. Every NCCL ABI version (abi/abi_vN.c)
+ * is a thin adapter over these functions; they take the newest form of each
+ * argument (size_t sizes, a context, a traffic class).
+ *
+ * State: one refcounted plugin context lives from the first init to the last
+ * finalize (v11+) or to process exit (v6-v10, which have no finalize). It holds
+ * the settings (frozen), the discovery results, the GPU-memory decision and the
+ * devices. Devices open their libfabric domain at first use.
+ */
+#ifndef FAB_CORE_PLUGIN_H
+#define FAB_CORE_PLUGIN_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "abi/nccl_net_abi.h"
+#include "cfg/cfg.h"
+#include "fab/fab.h"
+#include "policy/policy.h"
+#include "proto/proto_tag.h"
+#include "util/list.h"
+
+#define FAB_PLUGIN_NAME "Fabric"
+#define FAB_PLUGIN_VERSION "0.1.0"
+
+/* Properties at the newest layout; adapters copy the fields their version has. */
+struct fab_props {
+	const char *name;
+	const char *pci_path;
+	uint64_t guid;
+	int ptr_support;
+	int reg_is_global;
+	int force_flush;
+	int speed;
+	int port;
+	float latency;
+	int max_comms;
+	int max_recvs;
+	int net_device_type;
+	int net_device_version;
+	int vdev_count;
+	int vdevs[1];
+	size_t max_p2p_bytes;
+	size_t max_coll_bytes;
+	int max_multi_request_size;
+	int16_t rail_id, plane_id;
+};
+
+struct fab_device {
+	int index;
+	struct fab_dev_choice choice;
+	const struct fi_info *info;   /* the entry endpoints are opened with */
+	bool hmem;                    /* GPU buffers go to this device */
+	struct fab_props props;
+	char pci_path[PATH_MAX];
+	char speed_source[64];
+	struct proto_tag_layout layout;
+	uint64_t prov_hash;
+	pthread_mutex_t open_lock;
+	struct fab_domain *dom;       /* NULL until first use */
+	char open_error[FAB_REASON_LEN];
+};
+
+struct fab_plugin {
+	int refs;
+	struct fab_cfg cfg;
+	int cfg_invalid;
+	struct fab_discovery disc;
+	struct fab_cuda_info cuda;
+	struct fab_hmem_decision hmem;
+	int ndevs;
+	struct fab_device devs[FAB_POLICY_MAX_DEVS];
+	pthread_mutex_t pending_lock;
+	struct dlist pending_connects; /* connects not yet answered (proto/) */
+	void *libfabric_pin;
+};
+
+/* The live plugin context, or NULL outside init..finalize. */
+struct fab_plugin *fab_plugin_get(void);
+/* Opens the device's domain on first use. */
+int fab_device_open(struct fab_device *dev, struct fab_domain **out);
+
+/* Internal API (NCCL's semantics; see abi/nccl_net_abi.h). */
+ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
+			  ncclDebugLogger_t logger);
+ncclResult_t fab_net_finalize(void *ctx);
+ncclResult_t fab_net_devices(int *ndev);
+ncclResult_t fab_net_get_properties(int dev, struct fab_props *props);
+ncclResult_t fab_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t fab_net_connect(void *ctx, int dev, int traffic_class, void *handle,
+			     void **send_comm);
+ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm);
+ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+				   uint64_t offset, int fd, void **mhandle);
+ncclResult_t fab_net_dereg_mr(void *comm, void *mhandle);
+ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+			   void **request);
+ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+			   void **mhandles, void **request);
+ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			    void **request);
+ncclResult_t fab_net_test(void *request, int *done, int *sizes);
+ncclResult_t fab_net_close_send(void *send_comm);
+ncclResult_t fab_net_close_recv(void *recv_comm);
+ncclResult_t fab_net_close_listen(void *listen_comm);
+
+/* The report behind nccl-fabric-info (core/report.c). */
+int fab_report_write(FILE *out, int json);
+
+#endif

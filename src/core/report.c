@@ -1,0 +1,382 @@
+/*
+ * report.c - the story nccl-fabric-info prints: what libfabric offered, what
+ * was kept and why, the devices NCCL sees, and the GPU-memory decision. It is
+ * written from the same structures the plugin decides with, so the tool and
+ * the INFO log can never disagree.
+ *
+ * With the plugin initialized it reports the live context. Without one (init
+ * failed, or the tool asks first) it runs the same discovery and policy
+ * functions itself and reports those.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/plugin.h"
+#include "cuda/cuda_drv.h"
+#include "nccl_fabric_tools.h"
+#include "log/log.h"
+#include "util/json.h"
+#include "util/util.h"
+
+struct report_view {
+	const struct fab_cfg *cfg;
+	const struct fab_discovery *disc;
+	const struct fab_cuda_info *cuda;
+	const struct fab_hmem_decision *hmem;
+	const struct fab_device *devs;
+	int ndevs;
+	int dev_cuda_rc[FAB_POLICY_MAX_DEVS]; /* each device's own endpoint answer */
+	bool dev_cuda_known[FAB_POLICY_MAX_DEVS];
+	bool live;
+};
+
+static const char *tostr_caps(uint64_t caps)
+{
+	static char buf[512];
+	fab_strlcpy(buf, fi_tostr(&caps, FI_TYPE_CAPS), sizeof(buf));
+	return buf;
+}
+
+static const char *tostr_mr_mode(int mr_mode)
+{
+	static char buf[256];
+	fab_strlcpy(buf, fi_tostr(&mr_mode, FI_TYPE_MR_MODE), sizeof(buf));
+	return buf;
+}
+
+static const char *tostr_progress(enum fi_progress p)
+{
+	static char buf[2][64];
+	static int k;
+	k ^= 1;
+	fab_strlcpy(buf[k], fi_tostr(&p, FI_TYPE_PROGRESS), sizeof(buf[k]));
+	return buf[k];
+}
+
+static const char *ptr_text(int ptr)
+{
+	static char buf[64];
+	snprintf(buf, sizeof(buf), "%s%s%s", (ptr & NCCL_PTR_HOST) ? "HOST" : "",
+		 (ptr & NCCL_PTR_CUDA) ? "|CUDA" : "", (ptr & NCCL_PTR_DMABUF) ? "|DMABUF" : "");
+	return buf;
+}
+
+/* Asks each device's own endpoint the FI_OPT_CUDA_API_PERMITTED question. */
+static void ask_devices(struct report_view *v)
+{
+	for (int i = 0; i < v->ndevs; i++) {
+		const struct fab_device *dev = &v->devs[i];
+		if (dev->dom && dev->dom->nep > 0) {
+			v->dev_cuda_rc[i] = dev->dom->eps[0]->cuda_api_rc;
+			v->dev_cuda_known[i] = true;
+			continue;
+		}
+		struct fab_probe pr;
+		fab_probe_run(dev->info, &pr);
+		v->dev_cuda_known[i] = pr.opened;
+		v->dev_cuda_rc[i] = pr.cuda_api_permitted_rc;
+	}
+}
+
+static void write_text(FILE *out, struct report_view *v)
+{
+	const struct fab_discovery *d = v->disc;
+	const struct fab_selection *sel = &d->sel;
+	fprintf(out, "nccl-fabric %s: libnccl-net-fabric.so, NCCL network \"%s\"\n",
+		FAB_PLUGIN_VERSION, FAB_PLUGIN_NAME);
+	fprintf(out, "libfabric: %u.%u at run time, plugin built against %u.%u headers\n\n",
+		FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
+		FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
+
+	fprintf(out, "Discovery (fi_getinfo, RDM endpoints, in order):\n");
+	for (int a = 0; a < d->nattempts; a++) {
+		const struct fab_attempt_result *r = &d->attempts[a];
+		int n = 0;
+		for (const struct fi_info *i = r->rc ? NULL : r->infos; i; i = i->next)
+			n++;
+		fprintf(out, "  %d. %-44s api %u.%u  -> %s", a + 1, r->plan.label,
+			FI_MAJOR(r->plan.api_version), FI_MINOR(r->plan.api_version),
+			r->rc ? fi_strerror(-r->rc) : "");
+		if (!r->rc)
+			fprintf(out, "%d entr%s", n, n == 1 ? "y" : "ies");
+		fprintf(out, "\n     caps %s; mr_mode %s\n", tostr_caps(r->plan.caps),
+			tostr_mr_mode(r->plan.mr_mode));
+	}
+	fprintf(out, "\nCandidates:\n");
+	if (!sel->ncands)
+		fprintf(out, "  (none: no provider answered any attempt)\n");
+	for (int c = 0; c < sel->ncands; c++) {
+		const struct fab_cand *cd = &sel->cands[c];
+		const struct fi_info *i = cd->info;
+		fprintf(out, "  %2d. %-14s domain %-8s fabric %-16s from attempt %d", c, cd->prov,
+			cd->domain, cd->fabric, cd->attempt + 1);
+		if (cd->twins)
+			fprintf(out, " (listed %d more times)", cd->twins);
+		fputc('\n', out);
+		/* Details for what was kept or rejected for a capability; the rest
+		 * (not named, duplicates, a later provider) in one line. */
+		if (!cd->kept && (strstr(cd->reason, "same provider and domain") ||
+				  strstr(cd->reason, "NCCL_FABRIC_PROVIDER") ||
+				  strstr(cd->reason, "comes first"))) {
+			fprintf(out, "      -> rejected: %s\n", cd->reason);
+			continue;
+		}
+		fprintf(out, "      caps %s\n", tostr_caps(i->caps));
+		fprintf(out, "      mr_mode %s; progress control %s, data %s; tag bits %u%s\n",
+			tostr_mr_mode(i->domain_attr ? i->domain_attr->mr_mode : 0),
+			tostr_progress(i->domain_attr ? i->domain_attr->control_progress : 0),
+			tostr_progress(i->domain_attr ? i->domain_attr->data_progress : 0), cd->tag_bits,
+			cd->loopback ? "; loopback" : "");
+		fprintf(out, "      -> %s: %s\n", cd->kept ? "KEPT" : "rejected", cd->reason);
+	}
+	fprintf(out, "\nProvider: %s\n", sel->ok ? sel->reason : "NONE");
+	if (!sel->ok)
+		fprintf(out, "  %s\n", sel->reason);
+
+	fprintf(out, "\nCUDA driver: ");
+	if (v->cuda->driver)
+		fprintf(out, "version %d, %d GPU%s, DMA-BUF %s, GPUDirect RDMA attribute %s, "
+			"cuFlushGPUDirectRDMAWrites %s\n",
+			v->cuda->driver_version, v->cuda->ngpus, v->cuda->ngpus == 1 ? "" : "s",
+			v->cuda->dmabuf ? "yes" : "no", v->cuda->gdr ? "yes" : "no",
+			v->cuda->flush ? "yes" : "no");
+	else
+		fprintf(out, "%s\n", v->cuda->error[0] ? v->cuda->error : "not found");
+
+	if (sel->ok) {
+		fprintf(out, "\nDevices NCCL sees (%d):\n", v->ndevs);
+		for (int i = 0; i < v->ndevs; i++) {
+			const struct fab_device *dev = &v->devs[i];
+			const struct fab_props *p = &dev->props;
+			fprintf(out, "  %d: %s  (fabric %s)\n", i, p->name, dev->info->fabric_attr->name);
+			fprintf(out, "     pciPath %s, guid 0x%016llx, speed %d Mbps (%s), latency %.1f us\n",
+				p->pci_path ? p->pci_path : "none", (unsigned long long)p->guid, p->speed,
+				dev->speed_source, p->latency);
+			fprintf(out, "     ptrSupport %s, regIsGlobal %d, forceFlush %d, maxRecvs %d, "
+				"maxComms %d, maxP2pBytes %zu\n",
+				ptr_text(p->ptr_support), p->reg_is_global, p->force_flush, p->max_recvs,
+				p->max_comms, p->max_p2p_bytes);
+			fprintf(out, "     entry used: %s; FI_HMEM entry %s, host entry %s\n",
+				dev->hmem ? "FI_HMEM" : "host memory", dev->choice.hmem_info ? "yes" : "no",
+				dev->choice.host_info ? "yes" : "no");
+			if (v->dev_cuda_known[i])
+				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED=false on its endpoint: %d, %s\n",
+					v->dev_cuda_rc[i], fab_policy_cuda_answer(v->dev_cuda_rc[i]));
+			else
+				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
+			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
+					"not used: NCCL stages through host memory");
+		}
+		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
+			v->cfg->v[FAB_CFG_HMEM].s);
+		fprintf(out, "  verdict:  %s\n", fab_policy_verdict_name(v->hmem->verdict));
+		fprintf(out, "  why:      %s\n", v->hmem->reason);
+		fprintf(out, "  probe:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n", v->hmem->answer);
+		fprintf(out, "  GPUDirect (FI_OPT_FI_HMEM_P2P): %s\n", v->hmem->p2p);
+		fprintf(out, "  DMA-BUF:  %s\n", v->hmem->dmabuf_reason);
+		fprintf(out, "  NCCL:     %s\n", v->hmem->nccl_effect);
+		if (v->hmem->warning[0])
+			fprintf(out, "  WARNING:  %s\n", v->hmem->warning);
+	}
+	fprintf(out, "\nSettings:\n");
+	fab_cfg_dump(v->cfg, out, 0);
+}
+
+static void json_kv_str(FILE *out, const char *k, const char *v, bool comma)
+{
+	json_str(out, k);
+	fputc(':', out);
+	json_str(out, v);
+	if (comma)
+		fputc(',', out);
+}
+
+static void write_json(FILE *out, struct report_view *v)
+{
+	const struct fab_discovery *d = v->disc;
+	const struct fab_selection *sel = &d->sel;
+	char buf[64];
+	fputc('{', out);
+	json_kv_str(out, "plugin_version", FAB_PLUGIN_VERSION, true);
+	json_kv_str(out, "network", FAB_PLUGIN_NAME, true);
+	snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version));
+	json_kv_str(out, "libfabric_runtime", buf, true);
+	snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
+	json_kv_str(out, "libfabric_build", buf, true);
+	fputs("\"attempts\":[", out);
+	for (int a = 0; a < d->nattempts; a++) {
+		const struct fab_attempt_result *r = &d->attempts[a];
+		int n = 0;
+		for (const struct fi_info *i = r->rc ? NULL : r->infos; i; i = i->next)
+			n++;
+		fprintf(out, "%s{", a ? "," : "");
+		json_kv_str(out, "label", r->plan.label, true);
+		json_kv_str(out, "caps", tostr_caps(r->plan.caps), true);
+		json_kv_str(out, "mr_mode", tostr_mr_mode(r->plan.mr_mode), true);
+		snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(r->plan.api_version),
+			 FI_MINOR(r->plan.api_version));
+		json_kv_str(out, "api_version", buf, true);
+		fprintf(out, "\"rc\":%d,\"entries\":%d}", r->rc, n);
+	}
+	fputs("],\"candidates\":[", out);
+	for (int c = 0; c < sel->ncands; c++) {
+		const struct fab_cand *cd = &sel->cands[c];
+		const struct fi_info *i = cd->info;
+		fprintf(out, "%s{", c ? "," : "");
+		json_kv_str(out, "provider", cd->prov, true);
+		json_kv_str(out, "domain", cd->domain, true);
+		json_kv_str(out, "fabric", cd->fabric, true);
+		json_kv_str(out, "caps", tostr_caps(i->caps), true);
+		json_kv_str(out, "mr_mode", tostr_mr_mode(i->domain_attr ? i->domain_attr->mr_mode : 0), true);
+		json_kv_str(out, "data_progress",
+			    tostr_progress(i->domain_attr ? i->domain_attr->data_progress : 0), true);
+		fprintf(out, "\"attempt\":%d,\"hmem\":%s,\"remote\":%s,\"loopback\":%s,\"tag_bits\":%u,"
+			"\"kept\":%s,", cd->attempt + 1, cd->hmem ? "true" : "false",
+			cd->remote ? "true" : "false", cd->loopback ? "true" : "false", cd->tag_bits,
+			cd->kept ? "true" : "false");
+		json_kv_str(out, "reason", cd->reason, false);
+		fputc('}', out);
+	}
+	fprintf(out, "],\"provider\":");
+	json_str(out, sel->ok ? sel->provider : NULL);
+	fputc(',', out);
+	json_kv_str(out, "provider_reason", sel->reason, true);
+	fprintf(out, "\"cuda\":{\"driver\":%s,\"version\":%d,\"gpus\":%d,\"dmabuf\":%s,\"gdr\":%s,",
+		v->cuda->driver ? "true" : "false", v->cuda->driver_version, v->cuda->ngpus,
+		v->cuda->dmabuf ? "true" : "false", v->cuda->gdr ? "true" : "false");
+	json_kv_str(out, "error", v->cuda->error, false);
+	fputs("},\"devices\":[", out);
+	for (int i = 0; i < v->ndevs; i++) {
+		const struct fab_device *dev = &v->devs[i];
+		const struct fab_props *p = &dev->props;
+		fprintf(out, "%s{\"index\":%d,", i ? "," : "", i);
+		json_kv_str(out, "name", p->name, true);
+		json_kv_str(out, "fabric", dev->info->fabric_attr->name, true);
+		fputs("\"pciPath\":", out);
+		if (p->pci_path)
+			json_str(out, p->pci_path);
+		else
+			fputs("null", out);
+		fprintf(out, ",\"guid\":\"0x%016llx\",\"speed\":%d,", (unsigned long long)p->guid, p->speed);
+		json_kv_str(out, "speed_source", dev->speed_source, true);
+		fprintf(out, "\"latency\":%.1f,\"ptrSupport\":%d,", p->latency, p->ptr_support);
+		json_kv_str(out, "ptrSupport_text", ptr_text(p->ptr_support), true);
+		fprintf(out, "\"regIsGlobal\":%d,\"forceFlush\":%d,\"maxRecvs\":%d,\"maxComms\":%d,"
+			"\"maxP2pBytes\":%zu,\"hmem\":%s,\"cuda_api_permitted_rc\":",
+			p->reg_is_global, p->force_flush, p->max_recvs, p->max_comms, p->max_p2p_bytes,
+			dev->hmem ? "true" : "false");
+		if (v->dev_cuda_known[i])
+			fprintf(out, "%d,", v->dev_cuda_rc[i]);
+		else
+			fputs("null,", out);
+		json_kv_str(out, "cuda_api_permitted",
+			    v->dev_cuda_known[i] ? fab_policy_cuda_answer(v->dev_cuda_rc[i]) :
+						   "endpoint could not be opened",
+			    false);
+		fputc('}', out);
+	}
+	fputs("],\"hmem\":{", out);
+	if (sel->ok) {
+		json_kv_str(out, "setting", v->cfg->v[FAB_CFG_HMEM].s, true);
+		json_kv_str(out, "verdict", fab_policy_verdict_name(v->hmem->verdict), true);
+		fprintf(out, "\"use_hmem\":%s,\"dmabuf\":%s,\"ptrSupport\":%d,",
+			v->hmem->use_hmem ? "true" : "false", v->hmem->dmabuf ? "true" : "false",
+			v->hmem->ptr_support);
+		fprintf(out, "\"probe\":{\"attempted\":%s,\"opened\":%s,\"cuda_api_permitted_rc\":%d,"
+			"\"p2p_rc\":%d,\"p2p\":%d},",
+			d->probe.attempted ? "true" : "false", d->probe.opened ? "true" : "false",
+			d->probe.cuda_api_permitted_rc, d->probe.p2p_rc, d->probe.p2p);
+		json_kv_str(out, "answer", v->hmem->answer, true);
+		json_kv_str(out, "gpudirect", v->hmem->p2p, true);
+		json_kv_str(out, "reason", v->hmem->reason, true);
+		json_kv_str(out, "dmabuf_reason", v->hmem->dmabuf_reason, true);
+		json_kv_str(out, "nccl_effect", v->hmem->nccl_effect, true);
+		json_kv_str(out, "warning", v->hmem->warning, false);
+	}
+	fputs("},\"settings\":", out);
+	fab_cfg_dump(v->cfg, out, 1);
+	fputs("}\n", out);
+}
+
+int fab_report_write(FILE *out, int json)
+{
+	struct report_view v;
+	memset(&v, 0, sizeof(v));
+	int rc;
+	void *ctx = NULL;
+	ncclResult_t res = ncclSuccess;
+	if (!fab_plugin_get())
+		res = fab_net_init(&ctx, 0, 0, NULL); /* the report holds its own reference */
+	struct fab_plugin *p = fab_plugin_get();
+	if (res == ncclSuccess && p) {
+		v.cfg = &p->cfg;
+		v.disc = &p->disc;
+		v.cuda = &p->cuda;
+		v.hmem = &p->hmem;
+		v.devs = p->devs;
+		v.ndevs = p->ndevs;
+		v.live = true;
+		ask_devices(&v);
+		if (json)
+			write_json(out, &v);
+		else
+			write_text(out, &v);
+		if (ctx)
+			fab_net_finalize(ctx);
+		return 0;
+	}
+	/* No provider: run the same discovery to show why. */
+	struct fab_cfg cfg;
+	struct fab_discovery *disc = calloc(1, sizeof(*disc));
+	struct fab_cuda_info cuda;
+	struct fab_hmem_decision hmem;
+	if (!disc)
+		return 1;
+	fab_cfg_load(&cfg, NULL, NULL);
+	fab_cuda_open(&cuda);
+	fab_discover(&cfg, disc);
+	fab_policy_hmem(&disc->sel, &disc->probe, &cuda, &cfg, disc->runtime_version, &hmem);
+	v.cfg = &cfg;
+	v.disc = disc;
+	v.cuda = &cuda;
+	v.hmem = &hmem;
+	if (json)
+		write_json(out, &v);
+	else
+		write_text(out, &v);
+	rc = disc->sel.ok ? 0 : 1;
+	fab_discovery_free(disc);
+	free(disc);
+	fab_cuda_close();
+	return rc;
+}
+
+/* ---------------- the tools table ---------------- */
+
+static int tools_report(FILE *out, int json) { return fab_report_write(out, json); }
+
+static const char *tools_provider(void)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	return p && p->disc.sel.ok ? p->disc.sel.provider : NULL;
+}
+
+static void tools_settings(FILE *out, int json)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	struct fab_cfg cfg;
+	if (!p)
+		fab_cfg_load(&cfg, NULL, NULL);
+	fab_cfg_dump(p ? &p->cfg : &cfg, out, json);
+	if (json)
+		fputc('\n', out);
+}
+
+FAB_EXPORT const ncclFabricTools_v1_t ncclFabricTools_v1 = {
+	.version = NCCL_FABRIC_TOOLS_VERSION,
+	.plugin_version = FAB_PLUGIN_VERSION,
+	.report = tools_report,
+	.provider = tools_provider,
+	.settings = tools_settings,
+};

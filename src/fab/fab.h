@@ -1,0 +1,175 @@
+/*
+ * fab.h - the plugin's libfabric resources and their owners.
+ *
+ *   fab_domain   one per NCCL device: fabric + domain + MR cache + endpoints.
+ *                Opened at the device's first listen/connect, closed at finalize.
+ *   fab_ep       one endpoint with its own CQ and AV, shared by every connection
+ *                of the device (an endpoint costs tens of MB; a connection is a
+ *                few hundred bytes of plugin state and a tag range).
+ *   fab_op       the context of every posted operation. Completions are demuxed
+ *                through op->complete, so the endpoint needs no table of who
+ *                posted what.
+ *
+ * Functions return 0 or a negative libfabric/errno code; each WARNs where the
+ * failure is found, with fi_strerror text and advice.
+ */
+#ifndef FAB_FAB_H
+#define FAB_FAB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "policy/policy.h"
+#include "util/list.h"
+
+#define FAB_ADDR_MAX 88 /* endpoint names that fit a listen handle (tcp: 16, shm: 18) */
+
+struct fab_ep;
+struct fab_op;
+
+/* Called from fab_ep_progress with the endpoint's CQ lock held, once per
+ * completion. entry is NULL for an error completion, then err is set.
+ * Must not call back into progress or close the endpoint. */
+typedef void (*fab_op_complete_fn)(struct fab_op *op, const struct fi_cq_tagged_entry *entry,
+				   const struct fi_cq_err_entry *err);
+
+struct fab_op {
+	struct fi_context2 ctx; /* first: providers with FI_CONTEXT(2) own this space */
+	fab_op_complete_fn complete;
+	void *owner;
+	int index;
+	atomic_int posted; /* 1 from posting until its completion: what close must cancel */
+};
+
+/* ---- discovery (fab_discover.c) ---- */
+
+struct fab_discovery {
+	uint32_t runtime_version;  /* fi_version() */
+	uint32_t build_version;    /* headers the plugin was built with */
+	int nattempts;
+	struct fab_attempt_result attempts[FAB_POLICY_MAX_ATTEMPTS];
+	struct fab_selection sel;
+	struct fab_probe probe;
+};
+
+/* Runs the policy's plan through fi_getinfo and selects. Returns 0 when a
+ * provider was selected, -FI_ENODATA when none (d->sel.reason says why). */
+int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d);
+/* Opens a probe endpoint on info and records its FI_OPT_CUDA_API_PERMITTED and
+ * FI_OPT_FI_HMEM_P2P answers. Closes everything it opened. */
+void fab_probe_run(const struct fi_info *info, struct fab_probe *probe);
+void fab_discovery_free(struct fab_discovery *d);
+
+/* ---- memory registration cache (fab_mr.c) ---- */
+
+struct fab_mr {
+	struct dlist link;         /* in the cache, sorted by start */
+	uintptr_t start, end;      /* registered range (page-aligned for host memory) */
+	enum fi_hmem_iface iface;
+	int device;
+	struct fid_mr *mr;
+	void *desc;
+	uint64_t key;
+	int refs;                  /* guarded by the domain lock */
+	struct fab_domain *dom;
+};
+
+/* ---- domain (fab_domain.c) ---- */
+
+struct fab_domain_attr {
+	const struct fi_info *info; /* the entry to open (HMEM or host entry) */
+	bool hmem;                  /* GPU buffers will be registered */
+	int expected_cuda_rc;       /* every endpoint must repeat the probe's answer */
+	int nep;                    /* endpoints to open (>= 1) */
+	int cq_batch;
+	const char *name;           /* device name, for messages */
+};
+
+struct fab_domain {
+	struct fi_info *info;       /* our own copy */
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	pthread_mutex_t lock;       /* MR cache and key counter */
+	struct dlist mrs;
+	uint64_t next_key;
+	int mr_mode;
+	bool hmem, rma;
+	int expected_cuda_rc;
+	int cq_batch;
+	char name[FAB_NAME_LEN];
+	int nep;
+	struct fab_ep *eps[8];
+};
+
+int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
+void fab_domain_close(struct fab_domain *dom);
+
+/* Registers [addr, addr+len) or takes a reference on a registration covering it.
+ * device is the CUDA ordinal for FI_HMEM_CUDA. */
+int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+	       int device, struct fab_mr **out);
+/* Drops the reference; the last one really deregisters. */
+void fab_mr_put(struct fab_mr *mr);
+/* Registrations currently held (tests, the report). */
+int fab_mr_count(struct fab_domain *dom);
+
+/* ---- endpoint (fab_ep.c) ---- */
+
+struct fab_ep {
+	struct fab_domain *dom;
+	struct fid_ep *ep;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	pthread_mutex_t cq_lock;    /* one reader of the CQ at a time */
+	pthread_mutex_t lock;       /* address cache, id allocation, zombie list */
+	char name[FAB_ADDR_MAX];
+	size_t namelen;
+	int cuda_api_rc;            /* its FI_OPT_CUDA_API_PERMITTED answer */
+	uint32_t next_id;
+	int index;
+	/* peer address -> fi_addr_t, so a hundred connections to one peer insert it once */
+	int naddrs, addrs_cap;
+	struct fab_peer_addr {
+		size_t len;
+		unsigned char bytes[FAB_ADDR_MAX];
+		fi_addr_t fi_addr;
+	} *addrs;
+	struct dlist zombies;       /* closed objects waiting for their last completion */
+	atomic_uint_fast64_t completions;
+	atomic_int cq_errors;
+};
+
+int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out);
+/* Closes the endpoint (no completion is delivered after fi_close), then frees
+ * every zombie still waiting on it. */
+void fab_ep_close(struct fab_ep *ep);
+/* Reads up to cq_batch completions and dispatches them. Returns the number read
+ * (0 when another thread is already reading) or a negative error. */
+int fab_ep_progress(struct fab_ep *ep);
+/* Inserts a peer address (or finds it). */
+int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out);
+/* A fresh identifier, unique among the endpoint's live objects (never 0). */
+uint32_t fab_ep_new_id(struct fab_ep *ep, uint32_t mask);
+
+/* Zombies: an object whose owner closed it while operations were still posted.
+ * It stays linked on the endpoint until zombie->pending drops to zero (then
+ * progress frees it) or the endpoint closes. */
+struct fab_zombie {
+	struct dlist link;
+	atomic_int *pending;        /* operations still posted */
+	void (*release)(struct fab_zombie *z);
+};
+void fab_ep_add_zombie(struct fab_ep *ep, struct fab_zombie *z);
+
+/* Text for a negative libfabric code (fi_strerror). */
+const char *fab_strerror(int rc);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * fab_discover.c - runs the policy's discovery plan through fi_getinfo and
+ * opens the probe endpoint. The decisions themselves are in policy/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_cm.h>
+
+#include "fab/fab.h"
+#include "log/log.h"
+#include "util/util.h"
+
+const char *fab_strerror(int rc)
+{
+	return fi_strerror(rc < 0 ? -rc : rc);
+}
+
+static struct fi_info *make_hints(const struct fab_attempt_plan *p)
+{
+	struct fi_info *h = fi_allocinfo();
+	if (!h)
+		return NULL;
+	h->caps = p->caps;
+	h->mode = p->mode;
+	h->ep_attr->type = FI_EP_RDM;
+	h->domain_attr->mr_mode = p->mr_mode;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	/* Completions are needed for every operation we post. */
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	return h;
+}
+
+int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d)
+{
+	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	memset(d, 0, sizeof(*d));
+	d->runtime_version = fi_version();
+	d->build_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	d->nattempts = fab_policy_plan(cfg, d->runtime_version, plan);
+
+	for (int a = 0; a < d->nattempts; a++) {
+		struct fab_attempt_result *r = &d->attempts[a];
+		struct fi_info *hints = make_hints(&plan[a]);
+		struct fi_info *infos = NULL;
+		r->plan = plan[a];
+		if (!hints) {
+			r->rc = -FI_ENOMEM;
+			continue;
+		}
+		r->rc = fi_getinfo(plan[a].api_version, NULL, NULL, 0, hints, &infos);
+		r->infos = r->rc ? NULL : infos;
+		fi_freeinfo(hints);
+		FAB_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,
+			  r->rc ? fab_strerror(r->rc) : "entries returned");
+	}
+	return fab_policy_select(d->attempts, d->nattempts, cfg, &d->sel) ? -FI_ENODATA : 0;
+}
+
+void fab_discovery_free(struct fab_discovery *d)
+{
+	for (int a = 0; a < d->nattempts; a++) {
+		if (d->attempts[a].infos)
+			fi_freeinfo((struct fi_info *)d->attempts[a].infos);
+		d->attempts[a].infos = NULL;
+	}
+	d->nattempts = 0;
+	d->sel.ncands = 0;
+	d->sel.ndevs = 0;
+}
+
+void fab_probe_run(const struct fi_info *info, struct fab_probe *probe)
+{
+	struct fid_fabric *fabric = NULL;
+	struct fid_domain *domain = NULL;
+	struct fid_ep *ep = NULL;
+	struct fid_cq *cq = NULL;
+	struct fid_av *av = NULL;
+	struct fi_info *copy = fi_dupinfo(info);
+	int rc;
+
+	memset(probe, 0, sizeof(*probe));
+	probe->attempted = true;
+	probe->cuda_api_permitted_rc = -FI_ENOPROTOOPT;
+	probe->p2p_rc = -FI_ENOPROTOOPT;
+	if (!copy) {
+		snprintf(probe->error, sizeof(probe->error), "fi_dupinfo: out of memory");
+		return;
+	}
+	if ((rc = fi_fabric(copy->fabric_attr, &fabric, NULL))) {
+		snprintf(probe->error, sizeof(probe->error), "fi_fabric: %s", fab_strerror(rc));
+		goto out;
+	}
+	if ((rc = fi_domain(fabric, copy, &domain, NULL))) {
+		snprintf(probe->error, sizeof(probe->error), "fi_domain: %s", fab_strerror(rc));
+		goto out;
+	}
+	if ((rc = fi_endpoint(domain, copy, &ep, NULL))) {
+		snprintf(probe->error, sizeof(probe->error), "fi_endpoint: %s", fab_strerror(rc));
+		goto out;
+	}
+	/* Bound like a real endpoint: ofi_rxm crashes closing an unbound one. */
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	struct fi_av_attr av_attr = { .type = copy->domain_attr->av_type };
+	if ((rc = fi_cq_open(domain, &cq_attr, &cq, NULL)) ||
+	    (rc = fi_av_open(domain, &av_attr, &av, NULL)) ||
+	    (rc = fi_ep_bind(ep, &av->fid, 0)) ||
+	    (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) {
+		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s", fab_strerror(rc));
+		goto out;
+	}
+	probe->opened = true;
+	/* The answer is asked of the endpoint before it is enabled, as the option
+	 * requires; the probe endpoint is never enabled. */
+	bool permitted = false;
+	probe->cuda_api_permitted_rc =
+		fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED, &permitted,
+			  sizeof(permitted));
+	int p2p = 0;
+	size_t len = sizeof(p2p);
+	probe->p2p_rc = fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_FI_HMEM_P2P, &p2p, &len);
+	probe->p2p = p2p;
+out:
+	if (ep)
+		fi_close(&ep->fid);
+	if (av)
+		fi_close(&av->fid);
+	if (cq)
+		fi_close(&cq->fid);
+	if (domain)
+		fi_close(&domain->fid);
+	if (fabric)
+		fi_close(&fabric->fid);
+	fi_freeinfo(copy);
+}

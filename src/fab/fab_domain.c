@@ -1,0 +1,250 @@
+/*
+ * fab_domain.c - one NCCL device: its fabric, domain, endpoints and the
+ * registration cache.
+ *
+ * The cache keeps one fi_mr per registered range, sorted by start address.
+ * NCCL registers the same buffers from many connections (regIsGlobal), and
+ * sub-ranges of buffers it registered before; those take a reference on the
+ * covering registration instead of registering again. The last fab_mr_put of
+ * a range closes its fi_mr, so no pages stay pinned behind the user's back.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fab/fab.h"
+#include "log/log.h"
+#include "util/util.h"
+
+int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
+{
+	struct fab_domain *dom = calloc(1, sizeof(*dom));
+	int rc;
+	if (!dom)
+		return -FI_ENOMEM;
+	pthread_mutex_init(&dom->lock, NULL);
+	dlist_init(&dom->mrs);
+	dom->next_key = 1;
+	dom->hmem = attr->hmem;
+	dom->expected_cuda_rc = attr->expected_cuda_rc;
+	dom->cq_batch = attr->cq_batch > 0 ? attr->cq_batch : 32;
+	fab_strlcpy(dom->name, attr->name ? attr->name : "?", sizeof(dom->name));
+	dom->info = fi_dupinfo(attr->info);
+	if (!dom->info) {
+		rc = -FI_ENOMEM;
+		goto fail;
+	}
+	dom->mr_mode = dom->info->domain_attr->mr_mode;
+	dom->rma = (dom->info->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
+
+	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_fabric(%s) failed: %s", dom->name,
+			 dom->info->fabric_attr->name, fab_strerror(rc));
+		goto fail;
+	}
+	rc = fi_domain(dom->fabric, dom->info, &dom->domain, NULL);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain(%s) failed: %s", dom->name,
+			 dom->info->domain_attr->name, fab_strerror(rc));
+		goto fail;
+	}
+	/* Endpoints are opened up front: with FI_MR_ENDPOINT every registration is
+	 * bound to each of them, so they must all exist before the first one. */
+	int nep = attr->nep < 1 ? 1 : attr->nep > 8 ? 8 : attr->nep;
+	for (int i = 0; i < nep; i++) {
+		rc = fab_ep_open(dom, i, &dom->eps[i]);
+		if (rc)
+			goto fail;
+		dom->nep++;
+	}
+	*out = dom;
+	return 0;
+fail:
+	fab_domain_close(dom);
+	return rc;
+}
+
+void fab_domain_close(struct fab_domain *dom)
+{
+	if (!dom)
+		return;
+	for (int i = dom->nep - 1; i >= 0; i--)
+		fab_ep_close(dom->eps[i]);
+	/* Registrations NCCL never released (it does not always deregister before
+	 * finalize): close them, the domain cannot close while they are open. */
+	struct dlist *it, *tmp;
+	int leaked = 0;
+	dlist_foreach_safe(&dom->mrs, it, tmp) {
+		struct fab_mr *mr = container_of(it, struct fab_mr, link);
+		dlist_remove(&mr->link);
+		if (mr->mr)
+			fi_close(&mr->mr->fid);
+		free(mr);
+		leaked++;
+	}
+	if (leaked)
+		FAB_INFO(NCCL_NET, "device %s: closed %d registrations still held at finalize",
+			 dom->name, leaked);
+	if (dom->domain)
+		fi_close(&dom->domain->fid);
+	if (dom->fabric)
+		fi_close(&dom->fabric->fid);
+	if (dom->info)
+		fi_freeinfo(dom->info);
+	pthread_mutex_destroy(&dom->lock);
+	free(dom);
+}
+
+/* ---------------- registration cache ---------------- */
+
+static uint64_t mr_access(const struct fab_domain *dom)
+{
+	uint64_t access = FI_SEND | FI_RECV;
+	if (dom->rma)
+		access |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	return access;
+}
+
+static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m)
+{
+	struct iovec iov = { .iov_base = (void *)m->start, .iov_len = m->end - m->start };
+	struct fi_mr_attr attr = {
+		.mr_iov = &iov,
+		.iov_count = 1,
+		.access = mr_access(dom),
+		.requested_key = (dom->mr_mode & FI_MR_PROV_KEY) ? 0 : dom->next_key++,
+		.iface = m->iface,
+	};
+	if (m->iface == FI_HMEM_CUDA)
+		attr.device.cuda = m->device;
+	int rc = fi_mr_regattr(dom->domain, &attr, 0, &m->mr);
+	if (rc) {
+		FAB_WARN(NCCL_NET,
+			 "device %s: fi_mr_regattr(%p, %zu bytes, %s memory) failed: %s%s", dom->name,
+			 (void *)m->start, (size_t)(m->end - m->start),
+			 m->iface == FI_HMEM_CUDA ? "CUDA" : "host", fab_strerror(rc),
+			 m->iface == FI_HMEM_CUDA ?
+				 ". The provider cannot register GPU memory: run with "
+				 "NCCL_FABRIC_HMEM=off to stage through host memory" :
+				 "");
+		m->mr = NULL;
+		return rc;
+	}
+	if (dom->mr_mode & FI_MR_ENDPOINT) {
+		for (int i = 0; i < dom->nep; i++) {
+			rc = fi_mr_bind(m->mr, &dom->eps[i]->ep->fid, 0);
+			if (rc) {
+				FAB_WARN(NCCL_NET, "device %s: fi_mr_bind failed: %s", dom->name,
+					 fab_strerror(rc));
+				goto fail;
+			}
+		}
+		rc = fi_mr_enable(m->mr);
+		if (rc) {
+			FAB_WARN(NCCL_NET, "device %s: fi_mr_enable failed: %s", dom->name,
+				 fab_strerror(rc));
+			goto fail;
+		}
+	}
+	m->desc = fi_mr_desc(m->mr);
+	m->key = fi_mr_key(m->mr);
+	return 0;
+fail:
+	fi_close(&m->mr->fid);
+	m->mr = NULL;
+	return rc;
+}
+
+int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+	       int device, struct fab_mr **out)
+{
+	uintptr_t start = (uintptr_t)addr, end = start + len;
+	if (iface == FI_HMEM_SYSTEM) {
+		/* Host ranges are widened to whole pages so neighbouring buffers of one
+		 * allocation share a registration. Device memory is registered exactly:
+		 * rounding could leave the allocation. */
+		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+		start = FAB_ALIGN_DOWN(start, page);
+		end = FAB_ALIGN_UP(end ? end : 1, page);
+		if (end == start)
+			end = start + page;
+	} else if (end == start) {
+		end = start + 1;
+	}
+
+	pthread_mutex_lock(&dom->lock);
+	struct dlist *it;
+	dlist_foreach(&dom->mrs, it) {
+		struct fab_mr *m = container_of(it, struct fab_mr, link);
+		if (m->start > start)
+			break; /* sorted by start: nothing further can cover us */
+		if (m->end >= end && m->iface == iface && m->device == device) {
+			m->refs++;
+			pthread_mutex_unlock(&dom->lock);
+			*out = m;
+			return 0;
+		}
+	}
+	struct fab_mr *m = calloc(1, sizeof(*m));
+	if (!m) {
+		pthread_mutex_unlock(&dom->lock);
+		return -FI_ENOMEM;
+	}
+	m->start = start;
+	m->end = end;
+	m->iface = iface;
+	m->device = device;
+	m->dom = dom;
+	m->refs = 1;
+	int rc = mr_register_locked(dom, m);
+	if (rc) {
+		pthread_mutex_unlock(&dom->lock);
+		free(m);
+		return rc;
+	}
+	/* insert sorted by start */
+	struct dlist *pos = &dom->mrs;
+	dlist_foreach(&dom->mrs, it) {
+		if (container_of(it, struct fab_mr, link)->start > start) {
+			pos = it;
+			break;
+		}
+	}
+	dlist_insert_tail(pos, &m->link); /* before pos */
+	pthread_mutex_unlock(&dom->lock);
+	*out = m;
+	return 0;
+}
+
+void fab_mr_put(struct fab_mr *m)
+{
+	if (!m)
+		return;
+	struct fab_domain *dom = m->dom;
+	pthread_mutex_lock(&dom->lock);
+	if (--m->refs > 0) {
+		pthread_mutex_unlock(&dom->lock);
+		return;
+	}
+	dlist_remove(&m->link);
+	pthread_mutex_unlock(&dom->lock);
+	if (m->mr) {
+		int rc = fi_close(&m->mr->fid);
+		if (rc)
+			FAB_WARN(NCCL_NET, "device %s: closing a registration failed: %s", dom->name,
+				 fab_strerror(rc));
+	}
+	free(m);
+}
+
+int fab_mr_count(struct fab_domain *dom)
+{
+	int n = 0;
+	struct dlist *it;
+	pthread_mutex_lock(&dom->lock);
+	dlist_foreach(&dom->mrs, it)
+		n++;
+	pthread_mutex_unlock(&dom->lock);
+	return n;
+}

@@ -1,0 +1,258 @@
+/*
+ * fab_ep.c - an endpoint with its own CQ and AV, shared by every connection of
+ * a device, and the progress loop that reads its completions.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_cm.h>
+
+#include "fab/fab.h"
+#include "log/log.h"
+#include "util/util.h"
+
+int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
+{
+	struct fab_ep *ep = calloc(1, sizeof(*ep));
+	int rc;
+	if (!ep)
+		return -FI_ENOMEM;
+	ep->dom = dom;
+	ep->index = index;
+	ep->next_id = 1;
+	pthread_mutex_init(&ep->cq_lock, NULL);
+	pthread_mutex_init(&ep->lock, NULL);
+	dlist_init(&ep->zombies);
+
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_NONE,
+		.size = 0, /* provider default */
+	};
+	rc = fi_cq_open(dom->domain, &cq_attr, &ep->cq, NULL);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_cq_open failed: %s", dom->name,
+			 fab_strerror(rc));
+		goto fail;
+	}
+	struct fi_av_attr av_attr = { .type = dom->info->domain_attr->av_type };
+	rc = fi_av_open(dom->domain, &av_attr, &ep->av, NULL);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_av_open failed: %s", dom->name,
+			 fab_strerror(rc));
+		goto fail;
+	}
+	rc = fi_endpoint(dom->domain, dom->info, &ep->ep, NULL);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_endpoint failed: %s", dom->name,
+			 fab_strerror(rc));
+		goto fail;
+	}
+	rc = fi_ep_bind(ep->ep, &ep->av->fid, 0);
+	if (!rc)
+		rc = fi_ep_bind(ep->ep, &ep->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_ep_bind failed: %s", dom->name,
+			 fab_strerror(rc));
+		goto fail;
+	}
+
+	/* NCCL forbids CUDA API calls under it: every endpoint is asked, before
+	 * fi_enable, whatever the libfabric version. A provider that does not know
+	 * the option answers -FI_ENOPROTOOPT. */
+	bool permitted = false;
+	ep->cuda_api_rc = fi_setopt(&ep->ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED,
+				    &permitted, sizeof(permitted));
+	FAB_TRACE(NCCL_NET, "device %s endpoint %d: FI_OPT_CUDA_API_PERMITTED=false answered %d (%s)",
+		  dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc));
+	if (dom->hmem && ep->cuda_api_rc != dom->expected_cuda_rc) {
+		/* GPU buffers were promised to NCCL on the strength of the probe's
+		 * answer; an endpoint that answers otherwise cannot keep that promise. */
+		FAB_WARN(NCCL_INIT | NCCL_NET,
+			 "device %s endpoint %d answered FI_OPT_CUDA_API_PERMITTED with %d (%s), but "
+			 "the probe endpoint answered %d (%s) and GPU memory was advertised to NCCL "
+			 "on that basis. Refusing the endpoint; run with NCCL_FABRIC_HMEM=off to use "
+			 "host memory only",
+			 dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc),
+			 dom->expected_cuda_rc, fab_policy_cuda_answer(dom->expected_cuda_rc));
+		rc = -FI_EOPNOTSUPP;
+		goto fail;
+	}
+
+	rc = fi_enable(ep->ep);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_enable failed: %s", dom->name,
+			 fab_strerror(rc));
+		goto fail;
+	}
+	ep->namelen = sizeof(ep->name);
+	rc = fi_getname(&ep->ep->fid, ep->name, &ep->namelen);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET,
+			 "device %s: fi_getname failed: %s (addresses longer than %d bytes do not "
+			 "fit a connection handle)",
+			 dom->name, fab_strerror(rc), FAB_ADDR_MAX);
+		goto fail;
+	}
+	*out = ep;
+	return 0;
+fail:
+	fab_ep_close(ep);
+	return rc;
+}
+
+void fab_ep_close(struct fab_ep *ep)
+{
+	if (!ep)
+		return;
+	/* After fi_close no completion can name a zombie's operations, so the
+	 * zombies can go. The order matters: endpoint first, then CQ and AV. */
+	if (ep->ep)
+		fi_close(&ep->ep->fid);
+	struct dlist *it, *tmp;
+	dlist_foreach_safe(&ep->zombies, it, tmp) {
+		struct fab_zombie *z = container_of(it, struct fab_zombie, link);
+		dlist_remove(&z->link);
+		z->release(z);
+	}
+	if (ep->av)
+		fi_close(&ep->av->fid);
+	if (ep->cq)
+		fi_close(&ep->cq->fid);
+	free(ep->addrs);
+	pthread_mutex_destroy(&ep->cq_lock);
+	pthread_mutex_destroy(&ep->lock);
+	free(ep);
+}
+
+void fab_ep_add_zombie(struct fab_ep *ep, struct fab_zombie *z)
+{
+	pthread_mutex_lock(&ep->lock);
+	dlist_insert_tail(&ep->zombies, &z->link);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+static void reap_zombies(struct fab_ep *ep)
+{
+	struct dlist *it, *tmp;
+	struct dlist done;
+	dlist_init(&done);
+	pthread_mutex_lock(&ep->lock);
+	dlist_foreach_safe(&ep->zombies, it, tmp) {
+		struct fab_zombie *z = container_of(it, struct fab_zombie, link);
+		if (atomic_load(z->pending) == 0) {
+			dlist_remove(&z->link);
+			dlist_insert_tail(&done, &z->link);
+		}
+	}
+	pthread_mutex_unlock(&ep->lock);
+	while ((it = dlist_pop_head(&done)))
+		container_of(it, struct fab_zombie, link)->release(container_of(it, struct fab_zombie, link));
+}
+
+int fab_ep_progress(struct fab_ep *ep)
+{
+	struct fi_cq_tagged_entry entries[256];
+	int batch = ep->dom->cq_batch;
+	int total = 0;
+
+	if (pthread_mutex_trylock(&ep->cq_lock))
+		return 0; /* another thread is reading this CQ; its completions serve us too */
+	for (;;) {
+		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++) {
+				struct fab_op *op = entries[i].op_context;
+				op->complete(op, &entries[i], NULL);
+			}
+			total += (int)n;
+			if (n < batch)
+				break;
+			continue;
+		}
+		if (n == -FI_EAGAIN)
+			break;
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err;
+			memset(&err, 0, sizeof(err));
+			ssize_t r = fi_cq_readerr(ep->cq, &err, 0);
+			if (r == 1 || r == sizeof(err)) {
+				atomic_fetch_add(&ep->cq_errors, 1);
+				struct fab_op *op = err.op_context;
+				if (op)
+					op->complete(op, NULL, &err);
+				else
+					FAB_WARN(NCCL_NET, "device %s: completion error without context: %s",
+						 ep->dom->name, fab_strerror(err.err));
+				total++;
+				continue;
+			}
+			if (r == -FI_EAGAIN)
+				break;
+			FAB_WARN(NCCL_NET, "device %s: fi_cq_readerr failed: %s", ep->dom->name,
+				 fab_strerror((int)r));
+			pthread_mutex_unlock(&ep->cq_lock);
+			return (int)r;
+		}
+		FAB_WARN(NCCL_NET, "device %s: fi_cq_read failed: %s", ep->dom->name,
+			 fab_strerror((int)n));
+		pthread_mutex_unlock(&ep->cq_lock);
+		return (int)n;
+	}
+	if (total)
+		atomic_fetch_add(&ep->completions, (uint_fast64_t)total);
+	pthread_mutex_unlock(&ep->cq_lock);
+	if (total && !dlist_empty(&ep->zombies))
+		reap_zombies(ep);
+	return total;
+}
+
+int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out)
+{
+	if (len == 0 || len > FAB_ADDR_MAX)
+		return -FI_EINVAL;
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < ep->naddrs; i++) {
+		if (ep->addrs[i].len == len && !memcmp(ep->addrs[i].bytes, addr, len)) {
+			*out = ep->addrs[i].fi_addr;
+			pthread_mutex_unlock(&ep->lock);
+			return 0;
+		}
+	}
+	if (ep->naddrs == ep->addrs_cap) {
+		int cap = ep->addrs_cap ? ep->addrs_cap * 2 : 16;
+		void *n = realloc(ep->addrs, (size_t)cap * sizeof(*ep->addrs));
+		if (!n) {
+			pthread_mutex_unlock(&ep->lock);
+			return -FI_ENOMEM;
+		}
+		ep->addrs = n;
+		ep->addrs_cap = cap;
+	}
+	fi_addr_t fa = FI_ADDR_UNSPEC;
+	int rc = fi_av_insert(ep->av, addr, 1, &fa, 0, NULL);
+	if (rc != 1) {
+		pthread_mutex_unlock(&ep->lock);
+		FAB_WARN(NCCL_NET, "device %s: fi_av_insert of a peer address failed: %s",
+			 ep->dom->name, rc < 0 ? fab_strerror(rc) : "address rejected");
+		return rc < 0 ? rc : -FI_EINVAL;
+	}
+	struct fab_peer_addr *pa = &ep->addrs[ep->naddrs++];
+	pa->len = len;
+	memcpy(pa->bytes, addr, len);
+	pa->fi_addr = fa;
+	pthread_mutex_unlock(&ep->lock);
+	*out = fa;
+	return 0;
+}
+
+uint32_t fab_ep_new_id(struct fab_ep *ep, uint32_t mask)
+{
+	pthread_mutex_lock(&ep->lock);
+	uint32_t id = ep->next_id & mask;
+	if (id == 0)
+		id = 1;
+	ep->next_id = id + 1;
+	pthread_mutex_unlock(&ep->lock);
+	return id;
+}

@@ -1,0 +1,34 @@
+/*
+ * log.h - the plugin's logging. Under NCCL every line goes through NCCL's
+ * logger (so NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE apply). Driven
+ * outside NCCL (tools, tests) the same lines go to stderr, filtered by the same
+ * NCCL_DEBUG levels. Messages start with "NET/Fabric" like NCCL's own
+ * transports, so `grep NET/Fabric` finds them in a job log.
+ */
+#ifndef FAB_LOG_H
+#define FAB_LOG_H
+
+#include "abi/nccl_net_abi.h"
+
+/* Installs NCCL's logger (NULL returns to the stderr fallback). Thread-safe. */
+void fab_log_set_logger(ncclDebugLogger_t logger);
+/* Re-reads NCCL_DEBUG for the stderr fallback and the TRACE shortcut. */
+void fab_log_read_env(void);
+/* True when TRACE lines can be printed: lets hot paths skip formatting. */
+int fab_log_trace_enabled(void);
+
+void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
+	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define FAB_WARN(sub, fmt, ...) \
+	fab_log(NCCL_LOG_WARN, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
+#define FAB_INFO(sub, fmt, ...) \
+	fab_log(NCCL_LOG_INFO, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
+#define FAB_TRACE(sub, fmt, ...)                                                              \
+	do {                                                                                  \
+		if (fab_log_trace_enabled())                                                  \
+			fab_log(NCCL_LOG_TRACE, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, \
+				##__VA_ARGS__);                                               \
+	} while (0)
+
+#endif

@@ -1,0 +1,503 @@
+/*
+ * policy.c - provider selection and the GPU-memory decision. Pure: see policy.h.
+ */
+#include "policy/policy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "abi/nccl_net_abi.h"
+#include "util/util.h"
+
+/* Newest API version the plugin asks for: its code is written against 1.17
+ * structs and knows the 1.18 (CUDA_API_PERMITTED) and 1.20 (DMA-BUF) additions. */
+#define FAB_API_VERSION_MAX FI_VERSION(1, 22)
+
+int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
+		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS])
+{
+	uint32_t api = fi_version < FAB_API_VERSION_MAX ? fi_version : FAB_API_VERSION_MAX;
+	if (api < FI_VERSION(1, 17))
+		api = FI_VERSION(1, 17);
+	/* Single-host providers never answer FI_REMOTE_COMM; ask for them only when
+	 * the user named providers, since they are used only when named. */
+	bool named = cfg->v[FAB_CFG_PROVIDER].s[0] != '\0';
+	int n = 0;
+	for (int local = 0; local <= (named ? 1 : 0); local++) {
+		for (int hmem = 1; hmem >= 0; hmem--) {
+			for (int rma = 1; rma >= 0; rma--) {
+				struct fab_attempt_plan *p = &plan[n++];
+				memset(p, 0, sizeof(*p));
+				p->hmem = hmem;
+				p->remote = !local;
+				p->rma = rma;
+				/* No locality bit for the single-host pass: shm (1.17)
+				 * answers nothing when FI_LOCAL_COMM is asked for. */
+				p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) |
+					  (hmem ? FI_HMEM : 0) | (rma ? (FI_RMA | FI_READ) : 0);
+				p->mode = FAB_SUPPORTED_MODE;
+				p->mr_mode = FAB_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
+				p->api_version = api;
+				snprintf(p->label, sizeof(p->label), "%s, %s%s", hmem ? "FI_HMEM" : "host memory",
+					 local ? "single-host allowed" : "FI_REMOTE_COMM",
+					 rma ? ", FI_RMA|FI_READ" : "");
+			}
+		}
+	}
+	return n;
+}
+
+unsigned fab_policy_tag_bits(uint64_t fmt)
+{
+	/* 0 and the "generic" patterns (0xaaaa..., 0x5555...) mean all 64 bits are
+	 * the application's. Otherwise the highest set bit bounds the usable tag. */
+	if (fmt == 0 || fmt == 0xaaaaaaaaaaaaaaaaULL || fmt == 0x5555555555555555ULL)
+		return 64;
+	return 64 - (unsigned)__builtin_clzll(fmt);
+}
+
+bool fab_policy_name_matches(const char *item, const char *prov)
+{
+	if (!strcasecmp(item, prov))
+		return true;
+	/* core name: "tcp" matches "tcp;ofi_rxm" */
+	size_t n = strcspn(prov, ";");
+	return strlen(item) == n && !strncasecmp(item, prov, n);
+}
+
+/* NCCL_FABRIC_PROVIDER split into include (in preference order) and exclude lists. */
+struct name_list {
+	int ninc, nexc;
+	char inc[16][FAB_NAME_LEN];
+	char exc[16][FAB_NAME_LEN];
+};
+
+static void parse_names(const char *text, struct name_list *l)
+{
+	memset(l, 0, sizeof(*l));
+	const char *p = text;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char item[FAB_NAME_LEN];
+		size_t s = 0, e = len;
+		while (s < e && (p[s] == ' ' || p[s] == '\t'))
+			s++;
+		while (e > s && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+			e--;
+		if (e > s && e - s < sizeof(item)) {
+			memcpy(item, p + s, e - s);
+			item[e - s] = '\0';
+			if (item[0] == '^' && item[1] && l->nexc < 16)
+				fab_strlcpy(l->exc[l->nexc++], item + 1, FAB_NAME_LEN);
+			else if (item[0] != '^' && l->ninc < 16)
+				fab_strlcpy(l->inc[l->ninc++], item, FAB_NAME_LEN);
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+}
+
+static int include_rank(const struct name_list *l, const char *prov)
+{
+	for (int i = 0; i < l->ninc; i++)
+		if (fab_policy_name_matches(l->inc[i], prov))
+			return i;
+	return -1;
+}
+
+static bool excluded(const struct name_list *l, const char *prov)
+{
+	for (int i = 0; i < l->nexc; i++)
+		if (fab_policy_name_matches(l->exc[i], prov))
+			return true;
+	return false;
+}
+
+static bool is_loopback(const struct fi_info *info)
+{
+	if (info->domain_attr && info->domain_attr->name && !strcmp(info->domain_attr->name, "lo"))
+		return true;
+	if (!info->src_addr)
+		return false;
+	if (info->addr_format == FI_SOCKADDR_IN && info->src_addrlen >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *sin = info->src_addr;
+		return (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (info->addr_format == FI_SOCKADDR_IN6 && info->src_addrlen >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *sin6 = info->src_addr;
+		return IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+	}
+	return false;
+}
+
+static void fill_cand(struct fab_cand *c, const struct fi_info *info, int attempt,
+		      const struct fab_attempt_plan *plan)
+{
+	memset(c, 0, sizeof(*c));
+	c->info = info;
+	c->attempt = attempt;
+	fab_strlcpy(c->prov, info->fabric_attr && info->fabric_attr->prov_name ?
+			     info->fabric_attr->prov_name : "?", sizeof(c->prov));
+	fab_strlcpy(c->fabric, info->fabric_attr && info->fabric_attr->name ?
+			       info->fabric_attr->name : "?", sizeof(c->fabric));
+	fab_strlcpy(c->domain, info->domain_attr && info->domain_attr->name ?
+			       info->domain_attr->name : "?", sizeof(c->domain));
+	c->hmem = plan->hmem && (info->caps & FI_HMEM);
+	c->remote = plan->remote || (info->caps & FI_REMOTE_COMM);
+	c->rma = plan->rma && (info->caps & FI_RMA) && (info->caps & FI_READ);
+	c->loopback = is_loopback(info);
+	c->tag_bits = fab_policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
+}
+
+/* libfabric lists the same entry several times (one per layering path): an
+ * identical entry from the same attempt is counted on the first, not listed. */
+static struct fab_cand *find_twin(struct fab_selection *sel, const struct fab_cand *c)
+{
+	for (int k = 0; k < sel->ncands; k++) {
+		struct fab_cand *o = &sel->cands[k];
+		if (o->attempt == c->attempt && !strcmp(o->prov, c->prov) &&
+		    !strcmp(o->domain, c->domain) && !strcmp(o->fabric, c->fabric) &&
+		    o->info->caps == c->info->caps)
+			return o;
+	}
+	return NULL;
+}
+
+/* Applies the per-entry rules; returns true when the entry is usable. */
+static bool judge_cand(struct fab_selection *sel, struct fab_cand *c, const struct name_list *names)
+{
+	const struct fi_info *info = c->info;
+	if (excluded(names, c->prov)) {
+		snprintf(c->reason, sizeof(c->reason), "excluded by NCCL_FABRIC_PROVIDER");
+		return false;
+	}
+	if (names->ninc && include_rank(names, c->prov) < 0) {
+		snprintf(c->reason, sizeof(c->reason), "not named in NCCL_FABRIC_PROVIDER");
+		return false;
+	}
+	if (!c->remote && !names->ninc) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "single-host provider: used only when named in NCCL_FABRIC_PROVIDER");
+		return false;
+	}
+	if (!info->ep_attr || info->ep_attr->type != FI_EP_RDM) {
+		snprintf(c->reason, sizeof(c->reason), "not a reliable-datagram (FI_EP_RDM) endpoint");
+		return false;
+	}
+	if ((info->caps & (FI_TAGGED | FI_MSG)) != (FI_TAGGED | FI_MSG)) {
+		snprintf(c->reason, sizeof(c->reason), "lacks FI_TAGGED|FI_MSG");
+		return false;
+	}
+	if (info->mode & ~(uint64_t)FAB_SUPPORTED_MODE) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "requires mode bits 0x%llx the plugin does not implement",
+			 (unsigned long long)(info->mode & ~(uint64_t)FAB_SUPPORTED_MODE));
+		return false;
+	}
+	int mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
+	if (mr_mode & ~FAB_SUPPORTED_MR_MODE) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "requires mr_mode bits 0x%x the plugin does not implement",
+			 mr_mode & ~FAB_SUPPORTED_MR_MODE);
+		return false;
+	}
+	if (c->tag_bits < FAB_MIN_TAG_BITS) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "offers %u tag bits; the plugin needs %u", c->tag_bits, FAB_MIN_TAG_BITS);
+		return false;
+	}
+	for (int k = 0; k < sel->ncands; k++) {
+		const struct fab_cand *o = &sel->cands[k];
+		if (o == c || !o->kept || o->hmem != c->hmem)
+			continue;
+		if (!strcmp(o->prov, c->prov) && !strcmp(o->domain, c->domain)) {
+			snprintf(c->reason, sizeof(c->reason),
+				 "same provider and domain as candidate %d, which is used", k);
+			return false;
+		}
+	}
+	snprintf(c->reason, sizeof(c->reason), "usable");
+	return true;
+}
+
+int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
+		      const struct fab_cfg *cfg, struct fab_selection *sel)
+{
+	struct name_list names;
+	memset(sel, 0, sizeof(*sel));
+	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
+
+	int truncated = 0;
+	for (int a = 0; a < nattempts; a++) {
+		for (const struct fi_info *info = attempts[a].rc ? NULL : attempts[a].infos; info;
+		     info = info->next) {
+			if (sel->ncands == FAB_POLICY_MAX_CANDS) {
+				truncated++;
+				continue;
+			}
+			struct fab_cand *c = &sel->cands[sel->ncands];
+			fill_cand(c, info, a, &attempts[a].plan);
+			struct fab_cand *twin = find_twin(sel, c);
+			if (twin) {
+				twin->twins++;
+				continue;
+			}
+			sel->ncands++;
+			c->kept = judge_cand(sel, c, &names);
+		}
+	}
+
+	/* The provider: the first named one that has a usable entry, else the first
+	 * usable entry in discovery order (FI_HMEM attempts come first). */
+	const struct fab_cand *first = NULL;
+	int best_rank = 1 << 30;
+	for (int k = 0; k < sel->ncands; k++) {
+		const struct fab_cand *c = &sel->cands[k];
+		if (!c->kept)
+			continue;
+		int rank = names.ninc ? include_rank(&names, c->prov) : 0;
+		if (rank < best_rank) {
+			best_rank = rank;
+			first = c;
+		}
+	}
+	if (!first) {
+		sel->ok = false;
+		if (names.ninc)
+			snprintf(sel->reason, sizeof(sel->reason),
+				 "NCCL_FABRIC_PROVIDER=%s matched no usable provider (see the candidates)",
+				 cfg->v[FAB_CFG_PROVIDER].s);
+		else
+			snprintf(sel->reason, sizeof(sel->reason),
+				 "no libfabric provider offers RDM endpoints with FI_TAGGED|FI_MSG that "
+				 "reach other hosts (single-host providers such as shm must be named in "
+				 "NCCL_FABRIC_PROVIDER)");
+		return -1;
+	}
+	fab_strlcpy(sel->provider, first->prov, sizeof(sel->provider));
+
+	bool any_real = false;
+	for (int k = 0; k < sel->ncands; k++) {
+		const struct fab_cand *c = &sel->cands[k];
+		if (c->kept && !strcmp(c->prov, sel->provider) && !c->loopback)
+			any_real = true;
+	}
+	bool any_remote = false;
+	for (int k = 0; k < sel->ncands; k++) {
+		struct fab_cand *c = &sel->cands[k];
+		if (!c->kept)
+			continue;
+		if (strcmp(c->prov, sel->provider)) {
+			c->kept = false;
+			snprintf(c->reason, sizeof(c->reason), "usable, but provider %s comes first",
+				 sel->provider);
+			continue;
+		}
+		if (any_real && c->loopback) {
+			c->kept = false;
+			snprintf(c->reason, sizeof(c->reason),
+				 "loopback interface; a real interface of the same provider is used");
+			continue;
+		}
+		any_remote |= c->remote;
+		int d;
+		for (d = 0; d < sel->ndevs; d++)
+			if (!strcmp(sel->devs[d].domain, c->domain))
+				break;
+		if (d == sel->ndevs) {
+			if (sel->ndevs == FAB_POLICY_MAX_DEVS) {
+				c->kept = false;
+				snprintf(c->reason, sizeof(c->reason), "more than %d devices",
+					 FAB_POLICY_MAX_DEVS);
+				continue;
+			}
+			struct fab_dev_choice *nd = &sel->devs[sel->ndevs++];
+			fab_strlcpy(nd->domain, c->domain, sizeof(nd->domain));
+			fab_strlcpy(nd->name, c->domain, sizeof(nd->name));
+			nd->loopback = c->loopback;
+		}
+		struct fab_dev_choice *dev = &sel->devs[d];
+		if (c->hmem && !dev->hmem_info) {
+			dev->hmem_info = c->info;
+			sel->has_hmem = true;
+		} else if (!c->hmem && !dev->host_info) {
+			dev->host_info = c->info;
+		}
+	}
+	sel->local_only = !any_remote;
+	sel->ok = true;
+	snprintf(sel->reason, sizeof(sel->reason), "%s%s; %d device%s%s%s", sel->provider,
+		 names.ninc ? " (named in NCCL_FABRIC_PROVIDER)" :
+			      " (first provider libfabric offers that reaches other hosts)",
+		 sel->ndevs, sel->ndevs == 1 ? "" : "s",
+		 sel->local_only ? "; single-host provider: ranks must share a host" : "",
+		 truncated ? "; candidate list truncated" : "");
+	return 0;
+}
+
+/* ---------------- GPU-memory decision ---------------- */
+
+const char *fab_policy_cuda_answer(int rc)
+{
+	switch (rc) {
+	case 0: return "0: promises to make no CUDA API calls";
+	case -FI_EOPNOTSUPP: return "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API";
+	case -FI_EINVAL: return "-FI_EINVAL: no CUDA library or device is available to it";
+	case -FI_ENOPROTOOPT:
+		return "-FI_ENOPROTOOPT: does not know the option (libfabric < 1.18 or a provider "
+		       "that predates it), so it cannot promise";
+	default: return "an unexpected error: it cannot promise";
+	}
+}
+
+const char *fab_policy_verdict_name(enum fab_hmem_verdict v)
+{
+	switch (v) {
+	case FAB_HMEM_NO_SETTING: return "off (setting)";
+	case FAB_HMEM_NO_PROVIDER: return "host only (provider has no FI_HMEM)";
+	case FAB_HMEM_NO_GPU: return "host only (no GPU)";
+	case FAB_HMEM_PROBE_FAILED: return "host only (probe endpoint failed)";
+	case FAB_HMEM_REFUSED: return "host only (provider did not promise)";
+	case FAB_HMEM_PROMISED: return "GPU memory (provider promised)";
+	case FAB_HMEM_FORCED: return "GPU memory (forced)";
+	}
+	return "?";
+}
+
+static void p2p_words(const struct fab_probe *probe, char *buf, size_t len)
+{
+	if (!probe->attempted || !probe->opened) {
+		snprintf(buf, len, "not asked (no probe endpoint)");
+		return;
+	}
+	if (probe->p2p_rc) {
+		snprintf(buf, len, "not reported (FI_OPT_FI_HMEM_P2P answered %d)", probe->p2p_rc);
+		return;
+	}
+	switch (probe->p2p) {
+	case FI_HMEM_P2P_ENABLED:
+		snprintf(buf, len, "GPUDirect enabled: peer-to-peer DMA where possible, else copies");
+		break;
+	case FI_HMEM_P2P_REQUIRED:
+		snprintf(buf, len, "GPUDirect required: GPU memory moves only by peer-to-peer DMA");
+		break;
+	case FI_HMEM_P2P_PREFERRED:
+		snprintf(buf, len, "GPUDirect preferred: peer-to-peer DMA, copies as a fallback");
+		break;
+	case FI_HMEM_P2P_DISABLED:
+		snprintf(buf, len, "no GPUDirect: GPU memory moves by copies");
+		break;
+	default:
+		snprintf(buf, len, "unknown stance %d", probe->p2p);
+	}
+}
+
+void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *probe,
+		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
+		     uint32_t fi_version, struct fab_hmem_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	int mode = (int)cfg->v[FAB_CFG_HMEM].i;
+	const char *prov = sel->ok ? sel->provider : "(none)";
+	bool gpu = cuda->driver && cuda->ngpus > 0;
+
+	out->expected_cuda_rc = probe->cuda_api_permitted_rc;
+	if (probe->attempted && probe->opened)
+		snprintf(out->answer, sizeof(out->answer), "%s",
+			 fab_policy_cuda_answer(probe->cuda_api_permitted_rc));
+	else if (probe->attempted)
+		snprintf(out->answer, sizeof(out->answer), "not asked: probe endpoint failed");
+	else
+		snprintf(out->answer, sizeof(out->answer), "not asked: provider has no FI_HMEM");
+	p2p_words(probe, out->p2p, sizeof(out->p2p));
+
+	if (mode == FAB_HMEM_OFF) {
+		out->verdict = FAB_HMEM_NO_SETTING;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: NCCL_FABRIC_HMEM=off");
+	} else if (!sel->ok || !sel->has_hmem) {
+		out->verdict = FAB_HMEM_NO_PROVIDER;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: provider %s does not advertise FI_HMEM", prov);
+	} else if (!gpu) {
+		out->verdict = FAB_HMEM_NO_GPU;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: %s advertises FI_HMEM but no GPU is usable here (%s)", prov,
+			 cuda->driver ? "the CUDA driver reports 0 GPUs" :
+					(cuda->error[0] ? cuda->error : "no CUDA driver"));
+	} else if (!probe->opened) {
+		out->verdict = FAB_HMEM_PROBE_FAILED;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: the probe endpoint of %s did not open (%s)", prov,
+			 probe->error[0] ? probe->error : "unknown error");
+	} else if (probe->cuda_api_permitted_rc == 0) {
+		out->verdict = FAB_HMEM_PROMISED;
+		snprintf(out->reason, sizeof(out->reason),
+			 "GPU memory goes to %s: it advertises FI_HMEM and answered "
+			 "FI_OPT_CUDA_API_PERMITTED=false with 0 (no CUDA API calls); %s",
+			 prov, out->p2p);
+	} else if (mode == FAB_HMEM_FORCE) {
+		out->verdict = FAB_HMEM_FORCED;
+		snprintf(out->reason, sizeof(out->reason),
+			 "GPU memory goes to %s because NCCL_FABRIC_HMEM=force, although it answered "
+			 "FI_OPT_CUDA_API_PERMITTED with %s; %s",
+			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc), out->p2p);
+		snprintf(out->warning, sizeof(out->warning),
+			 "NCCL_FABRIC_HMEM=force: GPU buffers go to %s although it answered "
+			 "FI_OPT_CUDA_API_PERMITTED with %s. If the provider calls the CUDA API under "
+			 "NCCL it can deadlock or break CUDA graph capture; unset NCCL_FABRIC_HMEM if "
+			 "collectives hang",
+			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc));
+	} else {
+		out->verdict = FAB_HMEM_REFUSED;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: %s advertises FI_HMEM but answered "
+			 "FI_OPT_CUDA_API_PERMITTED=false with %s; NCCL forbids CUDA calls under it%s",
+			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc),
+			 probe->cuda_api_permitted_rc == -FI_EOPNOTSUPP ?
+				 "" :
+				 ". If it implements FI_HMEM without CUDA calls, NCCL_FABRIC_HMEM=force "
+				 "uses it anyway");
+	}
+	out->use_hmem = out->verdict == FAB_HMEM_PROMISED || out->verdict == FAB_HMEM_FORCED;
+
+	if (!out->use_hmem)
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: GPU memory is not used");
+	else if (!cfg->v[FAB_CFG_DMABUF].i)
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: NCCL_FABRIC_DMABUF=0");
+	else if (fi_version < FI_VERSION(1, 20))
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
+			 "no: libfabric %u.%u has no FI_MR_DMABUF (needs 1.20)",
+			 FI_MAJOR(fi_version), FI_MINOR(fi_version));
+	else if (!cuda->dmabuf)
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
+			 "no: the GPU does not report DMA-BUF support");
+	else {
+		out->dmabuf = true;
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
+			 "yes: libfabric >= 1.20 and the GPU supports DMA-BUF");
+	}
+
+	out->ptr_support = NCCL_PTR_HOST | (out->use_hmem ? NCCL_PTR_CUDA : 0) |
+			   (out->dmabuf ? NCCL_PTR_DMABUF : 0);
+
+	if (out->use_hmem)
+		snprintf(out->nccl_effect, sizeof(out->nccl_effect),
+			 "NCCL may hand GPU buffers to the plugin (NCCL_PTR_CUDA), but does so only "
+			 "where the GPU-NIC distance is within NCCL_NET_GDR_LEVEL (default PXB); a NIC "
+			 "without a PCI path, such as loopback, counts as far away "
+			 "(NCCL_NET_GDR_LEVEL=SYS allows it). Where it does, the provider's FI_HMEM "
+			 "path carries NCCL's data.");
+	else
+		snprintf(out->nccl_effect, sizeof(out->nccl_effect),
+			 "NCCL_PTR_CUDA is not advertised, so NCCL stages every transfer through "
+			 "pinned host memory: NCCL never exercises the provider's FI_HMEM path, even "
+			 "where a test that registers GPU memory with the provider directly does.");
+}

@@ -1,0 +1,162 @@
+/*
+ * policy.h - provider selection and the GPU-memory policy, as pure functions.
+ *
+ * Inputs are plain data: the fi_info lists that discovery got back (one list per
+ * attempt), the libfabric version, the settings, the answers of the probe
+ * endpoint and what the CUDA driver reported. Outputs are a decision and its
+ * reasons in words. Nothing here opens a fabric, reads the environment or logs:
+ * discovery (fab/) gathers the inputs, core/ logs the decision, and the tools
+ * print the same reasons. tests/unit/test_policy.c runs it over synthetic lists.
+ */
+#ifndef FAB_POLICY_H
+#define FAB_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#include "cfg/cfg.h"
+
+#define FAB_POLICY_MAX_ATTEMPTS 8
+#define FAB_POLICY_MAX_CANDS 256
+#define FAB_POLICY_MAX_DEVS 32
+#define FAB_NAME_LEN 64
+#define FAB_REASON_LEN 256
+
+/* Option value of FI_OPT_CUDA_API_PERMITTED (libfabric >= 1.18). It is an enum
+ * member, so its presence cannot be tested with #ifdef; the number is stable. */
+#define FAB_OPT_CUDA_API_PERMITTED 10
+
+/* Mode bits the plugin honours: every request starts with a struct fi_context2. */
+#define FAB_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2)
+/* mr_mode bits the plugin honours (fab/fab_mr.c and the data path). */
+#define FAB_SUPPORTED_MR_MODE                                                              \
+	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |   \
+	 FI_MR_HMEM)
+
+/* ---- discovery plan ---- */
+
+struct fab_attempt_plan {
+	bool hmem;   /* FI_HMEM in caps, FI_MR_HMEM in mr_mode */
+	bool remote; /* FI_REMOTE_COMM asked (else no locality bit: single-host providers answer) */
+	bool rma;    /* FI_RMA|FI_READ asked for (used for flush and later protocols) */
+	uint64_t caps;
+	uint64_t mode;
+	int mr_mode;
+	uint32_t api_version;
+	char label[64];
+};
+
+/* The fi_getinfo calls to make, in order, for this libfabric version and these
+ * settings. Returns how many were written. */
+int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
+		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS]);
+
+/* ---- provider and device selection ---- */
+
+struct fab_attempt_result {
+	struct fab_attempt_plan plan;
+	int rc;                      /* fi_getinfo's return */
+	const struct fi_info *infos; /* its list (owned by the caller) */
+};
+
+struct fab_cand {
+	const struct fi_info *info;
+	int attempt;
+	char prov[FAB_NAME_LEN];
+	char domain[FAB_NAME_LEN];
+	char fabric[FAB_NAME_LEN];
+	bool hmem, remote, rma, loopback;
+	unsigned tag_bits;
+	int twins;       /* identical entries libfabric listed again */
+	bool kept;
+	char reason[FAB_REASON_LEN];
+};
+
+struct fab_dev_choice {
+	char name[FAB_NAME_LEN];          /* unique, what NCCL sees */
+	char domain[FAB_NAME_LEN];
+	const struct fi_info *hmem_info;  /* FI_HMEM entry of this domain, or NULL */
+	const struct fi_info *host_info;  /* entry without FI_HMEM, or NULL */
+	bool loopback;
+};
+
+struct fab_selection {
+	bool ok;
+	char reason[FAB_REASON_LEN];  /* why this provider, or why none */
+	char provider[FAB_NAME_LEN];
+	bool local_only;              /* the provider never reaches other hosts (shm) */
+	bool has_hmem;                /* some device has an FI_HMEM entry */
+	int ncands;
+	struct fab_cand cands[FAB_POLICY_MAX_CANDS];
+	int ndevs;
+	struct fab_dev_choice devs[FAB_POLICY_MAX_DEVS];
+};
+
+int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
+		      const struct fab_cfg *cfg, struct fab_selection *sel);
+
+/* Tag bits a provider offers, from ep_attr->mem_tag_format. */
+unsigned fab_policy_tag_bits(uint64_t mem_tag_format);
+#define FAB_MIN_TAG_BITS 48
+
+/* ---- GPU-memory decision ---- */
+
+/* What the probe endpoint answered (filled by fab/, an input here). */
+struct fab_probe {
+	bool attempted;            /* the provider has FI_HMEM: a probe endpoint was opened */
+	bool opened;               /* it opened */
+	char error[FAB_REASON_LEN];/* why it did not */
+	int cuda_api_permitted_rc; /* fi_setopt(FI_OPT_CUDA_API_PERMITTED, false) */
+	int p2p_rc;                /* fi_getopt(FI_OPT_FI_HMEM_P2P) */
+	int p2p;                   /* its value when p2p_rc == 0 */
+};
+
+/* What the CUDA driver reported (filled by cuda/, an input here). */
+struct fab_cuda_info {
+	bool driver;          /* libcuda.so.1 opened and initialized */
+	int driver_version;
+	int ngpus;
+	bool dmabuf;          /* every GPU reports DMA-BUF support */
+	bool gdr;             /* every GPU reports GPUDirect RDMA support */
+	bool flush;           /* cuFlushGPUDirectRDMAWrites is available */
+	char error[FAB_REASON_LEN];
+};
+
+enum fab_hmem_verdict {
+	FAB_HMEM_NO_SETTING,     /* NCCL_FABRIC_HMEM=off */
+	FAB_HMEM_NO_PROVIDER,    /* provider has no FI_HMEM entry */
+	FAB_HMEM_NO_GPU,         /* no CUDA driver or no GPU */
+	FAB_HMEM_PROBE_FAILED,   /* the probe endpoint did not open */
+	FAB_HMEM_REFUSED,        /* auto, and the provider did not promise */
+	FAB_HMEM_PROMISED,       /* provider answered 0: used */
+	FAB_HMEM_FORCED,         /* force, provider did not promise: used, with a WARN */
+};
+
+struct fab_hmem_decision {
+	enum fab_hmem_verdict verdict;
+	bool use_hmem;        /* GPU buffers go to the provider (NCCL_PTR_CUDA) */
+	bool dmabuf;          /* NCCL_PTR_DMABUF */
+	int ptr_support;      /* NCCL_PTR_* bits */
+	int expected_cuda_rc; /* the answer every later endpoint must repeat */
+	char answer[96];      /* the provider's answer in words */
+	char p2p[96];         /* its GPUDirect stance in words */
+	char reason[512];     /* the decision in one sentence */
+	char dmabuf_reason[FAB_REASON_LEN];
+	char nccl_effect[512];/* what NCCL will do with it */
+	char warning[512];    /* non-empty: must be logged as WARN */
+};
+
+void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *probe,
+		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
+		     uint32_t fi_version, struct fab_hmem_decision *out);
+
+/* Words for a fi_setopt(FI_OPT_CUDA_API_PERMITTED) answer. */
+const char *fab_policy_cuda_answer(int rc);
+const char *fab_policy_verdict_name(enum fab_hmem_verdict v);
+
+/* Provider-name matching for NCCL_FABRIC_PROVIDER: full name or core name. */
+bool fab_policy_name_matches(const char *item, const char *prov_name);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * proto.h - connections and requests over tagged messages.
+ *
+ * A comm is cheap: an id in the tag space of a shared endpoint, a sequence
+ * table, and a fixed pool of requests (no allocation per operation). Every
+ * operation posted to libfabric counts in comm->pending; a comm closed while
+ * operations are still posted cancels them and becomes a zombie of its
+ * endpoint until the last completion arrives (or the endpoint closes), so a
+ * late completion never touches freed memory.
+ */
+#ifndef FAB_PROTO_H
+#define FAB_PROTO_H
+
+#include <stdatomic.h>
+
+#include "core/plugin.h"
+#include "fab/fab.h"
+#include "proto/proto_tag.h"
+#include "proto/proto_wire.h"
+
+#define PROTO_MAX_RECVS 8
+#define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
+#define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
+#define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
+
+enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
+
+struct proto_comm {
+	uint32_t magic;
+	enum proto_comm_kind kind;
+	struct fab_device *dev;
+	struct fab_ep *ep;
+	atomic_int pending;        /* operations posted, not yet completed */
+	struct fab_zombie zombie;
+	pthread_mutex_t lock;      /* the request pool */
+	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
+};
+
+enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2 };
+
+struct proto_req {
+	enum proto_req_kind kind;
+	struct proto_comm *comm;
+	struct proto_req *next_free;
+	int n;                     /* buffers (1 for a send) */
+	int nposted;               /* buffers handed to libfabric so far */
+	atomic_int ncomplete;
+	atomic_int status;         /* ncclResult_t of the first failure */
+	bool in_use;
+};
+
+struct proto_send_req {
+	struct proto_req h;
+	size_t size;
+	struct fab_op op;
+};
+
+struct proto_recv_req {
+	struct proto_req h;
+	void *data[PROTO_MAX_RECVS];
+	size_t posted[PROTO_MAX_RECVS];
+	size_t got[PROTO_MAX_RECVS];
+	void *desc[PROTO_MAX_RECVS];
+	uint64_t wire[PROTO_MAX_RECVS];
+	int tags[PROTO_MAX_RECVS];
+	struct fab_op op[PROTO_MAX_RECVS];
+};
+
+enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };
+
+struct proto_send {
+	struct proto_comm c;
+	_Atomic enum proto_send_state state;
+	fi_addr_t peer;
+	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
+	uint32_t reply_id;         /* where the listener answers */
+	uint64_t listen_tag;
+	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT */
+	struct fab_op out_op, in_op;
+	bool out_posted, in_posted;
+	atomic_int in_done, out_err, in_err;
+	size_t in_len;
+	uint64_t start_ns;
+	/* pending-connect registry: NCCL calls connect again with the same handle */
+	struct dlist pending_link;
+	const void *handle_ptr;
+	uint64_t handle_sum;
+	char peer_text[64];
+	struct proto_seq_table seq;
+	struct proto_req *free_list;
+	struct proto_send_req reqs[PROTO_SEND_REQS];
+};
+
+struct proto_recv {
+	struct proto_comm c;
+	fi_addr_t peer;
+	uint32_t id;
+	struct proto_msg ack;
+	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
+	struct fab_op ack_op;
+	bool ack_posted;
+	char peer_text[64];
+	struct proto_seq_table seq;
+	struct proto_req *free_list;
+	struct proto_recv_req reqs[PROTO_RECV_REQS];
+};
+
+struct proto_listen {
+	struct proto_comm c;
+	uint32_t id;
+	uint64_t nonce;
+	struct proto_msg in;
+	struct fab_op in_op;
+	bool in_posted;
+	atomic_int in_done;
+	size_t in_len;
+	int in_err;
+	struct proto_recv *accepting; /* made, its ACCEPT not yet posted */
+	struct proto_msg rej;         /* REJECT answers, one at a time */
+	struct fab_op rej_op;
+	uint64_t wait_start_ns, last_call_ns;
+};
+
+/* Releases a comm whose pending count is zero, or turns it into a zombie. */
+void proto_comm_retire(struct proto_comm *c);
+/* Cancels every operation of the comm still posted (caller holds no locks). */
+void proto_comm_cancel_locked(struct proto_comm *c);
+/* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
+struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
+/* Closes connects NCCL started and never finished (finalize). */
+void proto_pending_connects_close(struct fab_plugin *p, int dev_index);
+
+/* Prints a peer address for messages. */
+void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
+		     size_t buf_len);
+
+#endif

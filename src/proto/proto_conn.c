@@ -1,0 +1,729 @@
+/*
+ * proto_conn.c - listen, connect, accept and close. None of them blocks:
+ * connect and accept return a NULL comm until the handshake is done, so NCCL
+ * can call them in turns on one thread (its GDR probe connects to itself).
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <rdma/fi_tagged.h>
+
+#include "log/log.h"
+#include "proto/proto.h"
+#include "util/util.h"
+
+/* ---------------- comm basics ---------------- */
+
+struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind)
+{
+	struct proto_comm *c = p;
+	if (!c || c->magic != PROTO_COMM_MAGIC || (kind && c->kind != kind))
+		return NULL;
+	return c;
+}
+
+static void comm_release(struct fab_zombie *z)
+{
+	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
+	fab_mr_put(c->ctrl_mr);
+	if (c->kind == PROTO_SEND)
+		proto_seq_free(&container_of(c, struct proto_send, c)->seq);
+	else if (c->kind == PROTO_RECV)
+		proto_seq_free(&container_of(c, struct proto_recv, c)->seq);
+	pthread_mutex_destroy(&c->lock);
+	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
+	free(c);
+}
+
+static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
+		     struct fab_domain *dom, size_t size)
+{
+	c->magic = PROTO_COMM_MAGIC;
+	c->kind = kind;
+	c->dev = dev;
+	c->ep = dom->eps[0];
+	atomic_init(&c->pending, 0);
+	pthread_mutex_init(&c->lock, NULL);
+	dlist_init(&c->zombie.link);
+	c->zombie.pending = &c->pending;
+	c->zombie.release = comm_release;
+	if (dom->mr_mode & FI_MR_LOCAL) {
+		/* the handshake messages live inside the comm */
+		int rc = fab_mr_get(dom, c, size, FI_HMEM_SYSTEM, 0, &c->ctrl_mr);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void *ctrl_desc(struct proto_comm *c)
+{
+	return c->ctrl_mr ? c->ctrl_mr->desc : NULL;
+}
+
+static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index)
+{
+	memset(&op->ctx, 0, sizeof(op->ctx));
+	op->complete = fn;
+	op->owner = owner;
+	op->index = index;
+	atomic_init(&op->posted, 0);
+}
+
+/* Counted before posting: a completion may arrive on another thread before the
+ * post call returns. */
+static void op_will_post(struct proto_comm *c, struct fab_op *op)
+{
+	atomic_store(&op->posted, 1);
+	atomic_fetch_add(&c->pending, 1);
+}
+
+static void op_not_posted(struct proto_comm *c, struct fab_op *op)
+{
+	atomic_store(&op->posted, 0);
+	atomic_fetch_sub(&c->pending, 1);
+}
+
+/* Last action of every completion callback: after it the comm may be freed. */
+static void op_done(struct proto_comm *c, struct fab_op *op)
+{
+	atomic_store(&op->posted, 0);
+	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
+}
+
+static void cancel_op(struct proto_comm *c, struct fab_op *op)
+{
+	if (atomic_load(&op->posted))
+		(void)fi_cancel(&c->ep->ep->fid, &op->ctx);
+}
+
+void proto_comm_cancel_locked(struct proto_comm *c)
+{
+	switch (c->kind) {
+	case PROTO_LISTEN: {
+		struct proto_listen *l = container_of(c, struct proto_listen, c);
+		cancel_op(c, &l->in_op);
+		cancel_op(c, &l->rej_op);
+		break;
+	}
+	case PROTO_SEND: {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		cancel_op(c, &s->in_op);
+		cancel_op(c, &s->out_op);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			cancel_op(c, &s->reqs[i].op);
+		break;
+	}
+	case PROTO_RECV: {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		cancel_op(c, &r->ack_op);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			for (int k = 0; k < PROTO_MAX_RECVS; k++)
+				cancel_op(c, &r->reqs[i].op[k]);
+		break;
+	}
+	}
+}
+
+void proto_comm_retire(struct proto_comm *c)
+{
+	if (!c)
+		return;
+	struct fab_ep *ep = c->ep;
+	c->magic = 0xdeadbeef;
+	/* Holding the CQ lock keeps completions from running while we cancel. */
+	pthread_mutex_lock(&ep->cq_lock);
+	proto_comm_cancel_locked(c);
+	pthread_mutex_unlock(&ep->cq_lock);
+	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
+		comm_release(&c->zombie);
+	else
+		fab_ep_add_zombie(ep, &c->zombie);
+}
+
+void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
+		     size_t buf_len)
+{
+	char ip[INET6_ADDRSTRLEN] = "";
+	if (info && info->addr_format == FI_SOCKADDR_IN && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *sin = addr;
+		inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
+		snprintf(buf, buf_len, "%s:%u", ip, ntohs(sin->sin_port));
+	} else if (info && info->addr_format == FI_SOCKADDR_IN6 &&
+		   len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *sin6 = addr;
+		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
+		snprintf(buf, buf_len, "[%s]:%u", ip, ntohs(sin6->sin6_port));
+	} else {
+		size_t o = 0;
+		const unsigned char *b = addr;
+		for (size_t i = 0; i < len && o + 3 < buf_len; i++)
+			o += (size_t)snprintf(buf + o, buf_len - o, "%02x", b[i]);
+		if (!len && buf_len)
+			buf[0] = '\0';
+	}
+}
+
+static uint64_t random_u64(void)
+{
+	uint64_t v = 0;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+		v = fab_now_ns() ^ ((uint64_t)(uintptr_t)&v << 17);
+	return v;
+}
+
+static void cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
+			  size_t len)
+{
+	const char *prov = fi_cq_strerror(ep->cq, err->prov_errno, err->err_data, NULL, 0);
+	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
+}
+
+static struct fab_device *device_of(int dev, const char *what)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	if (!p) {
+		FAB_WARN(NCCL_NET, "%s called before init", what);
+		return NULL;
+	}
+	if (dev < 0 || dev >= p->ndevs) {
+		FAB_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, p->ndevs);
+		return NULL;
+	}
+	return &p->devs[dev];
+}
+
+/* ---------------- listen ---------------- */
+
+static void listen_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			   const struct fi_cq_err_entry *err)
+{
+	struct proto_listen *l = op->owner;
+	l->in_len = e ? e->len : 0;
+	l->in_err = err ? err->err : 0;
+	atomic_store_explicit(&l->in_done, 1, memory_order_release);
+	op_done(&l->c, op);
+}
+
+static void listen_rej_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			    const struct fi_cq_err_entry *err)
+{
+	struct proto_listen *l = op->owner;
+	op_done(&l->c, op);
+}
+
+/* Returns 0, -FI_EAGAIN, or an error. */
+static int listen_post(struct proto_listen *l)
+{
+	if (l->in_posted)
+		return 0;
+	const struct proto_tag_layout *lay = &l->c.dev->layout;
+	atomic_store(&l->in_done, 0);
+	op_will_post(&l->c, &l->in_op);
+	ssize_t rc = fi_trecv(l->c.ep->ep, &l->in, sizeof(l->in), ctrl_desc(&l->c), FI_ADDR_UNSPEC,
+			      proto_tag_ctrl(lay, PROTO_TO_LISTENER, l->id), 0, &l->in_op.ctx);
+	if (rc) {
+		op_not_posted(&l->c, &l->in_op);
+		return (int)rc;
+	}
+	l->in_posted = true;
+	return 0;
+}
+
+ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
+{
+	*listen_comm = NULL;
+	struct fab_device *dev = device_of(dev_index, "listen");
+	if (!dev)
+		return ncclInvalidArgument;
+	struct fab_domain *dom;
+	if (fab_device_open(dev, &dom))
+		return ncclSystemError;
+	struct proto_listen *l = calloc(1, sizeof(*l));
+	if (!l) {
+		FAB_WARN(NCCL_NET, "listen: out of memory");
+		return ncclSystemError;
+	}
+	if (comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l))) {
+		comm_release(&l->c.zombie);
+		return ncclSystemError;
+	}
+	op_init(&l->in_op, listen_in_done, l, 0);
+	op_init(&l->rej_op, listen_rej_done, l, 0);
+	l->id = fab_ep_new_id(l->c.ep, 0x7fffffffu);
+	l->nonce = random_u64();
+	int rc = listen_post(l);
+	if (rc && rc != -FI_EAGAIN) {
+		FAB_WARN(NCCL_NET, "listen on %s: posting the connection receive failed: %s",
+			 dev->props.name, fab_strerror(rc));
+		proto_comm_retire(&l->c);
+		return ncclSystemError;
+	}
+	struct proto_handle h;
+	proto_handle_encode(&h, l->id, dev->layout.bits, dev->prov_hash, l->nonce, l->c.ep->name,
+			    l->c.ep->namelen);
+	memcpy(handle, &h, sizeof(h));
+	FAB_TRACE(NCCL_NET, "listen on %s: id %u", dev->props.name, l->id);
+	*listen_comm = l;
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_close_listen(void *listen_comm)
+{
+	if (!listen_comm)
+		return ncclSuccess;
+	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
+	if (!c) {
+		FAB_WARN(NCCL_NET, "closeListen: %p is not a listen comm", listen_comm);
+		return ncclInvalidArgument;
+	}
+	struct proto_listen *l = container_of(c, struct proto_listen, c);
+	if (l->accepting)
+		proto_comm_retire(&l->accepting->c);
+	proto_comm_retire(c);
+	return ncclSuccess;
+}
+
+/* ---------------- connect ---------------- */
+
+static void send_out_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			  const struct fi_cq_err_entry *err)
+{
+	struct proto_send *s = op->owner;
+	if (err && err->err != FI_ECANCELED) {
+		char text[256];
+		cq_error_text(s->c.ep, err, text, sizeof(text));
+		FAB_WARN(NCCL_NET | NCCL_INIT,
+			 "connect to %s: the connection request could not be delivered: %s. Is the "
+			 "peer process alive and reachable on this interface?",
+			 s->peer_text, text);
+		atomic_store(&s->out_err, err->err);
+	}
+	op_done(&s->c, op);
+}
+
+static void send_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			 const struct fi_cq_err_entry *err)
+{
+	struct proto_send *s = op->owner;
+	s->in_len = e ? e->len : 0;
+	atomic_store(&s->in_err, err ? err->err : 0);
+	atomic_store_explicit(&s->in_done, 1, memory_order_release);
+	op_done(&s->c, op);
+}
+
+static void send_free_list_init(struct proto_send *s);
+
+static struct proto_send *send_find_pending(struct fab_plugin *p, const void *handle,
+					    uint64_t sum, int dev)
+{
+	struct dlist *it;
+	dlist_foreach(&p->pending_connects, it) {
+		struct proto_send *s = container_of(it, struct proto_send, pending_link);
+		if (s->handle_ptr == handle && s->handle_sum == sum && s->c.dev->index == dev)
+			return s;
+	}
+	return NULL;
+}
+
+static ncclResult_t send_create(struct fab_device *dev, const struct proto_handle *h,
+				const void *handle_ptr, struct proto_send **out)
+{
+	struct fab_domain *dom;
+	if (fab_device_open(dev, &dom))
+		return ncclSystemError;
+	struct proto_send *s = calloc(1, sizeof(*s));
+	if (!s) {
+		FAB_WARN(NCCL_NET, "connect: out of memory");
+		return ncclSystemError;
+	}
+	if (comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s))) {
+		comm_release(&s->c.zombie);
+		return ncclSystemError;
+	}
+	op_init(&s->out_op, send_out_done, s, 0);
+	op_init(&s->in_op, send_in_done, s, 0);
+	dlist_init(&s->pending_link);
+	send_free_list_init(s);
+	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
+	int rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer);
+	if (rc) {
+		FAB_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
+			 s->peer_text, fab_strerror(rc));
+		comm_release(&s->c.zombie);
+		return ncclSystemError;
+	}
+	s->reply_id = fab_ep_new_id(s->c.ep, 0x7fffffffu);
+	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_TO_LISTENER, h->listen_id);
+	s->out.type = PROTO_MSG_CONNECT;
+	s->out.id = s->reply_id;
+	s->out.nonce = h->nonce;
+	s->out.prov_hash = dev->prov_hash;
+	s->out.addr_len = (uint16_t)s->c.ep->namelen;
+	memcpy(s->out.addr, s->c.ep->name, s->c.ep->namelen);
+	proto_msg_seal(&s->out);
+	s->start_ns = fab_now_ns();
+	s->handle_ptr = handle_ptr;
+	s->handle_sum = h->checksum;
+	atomic_init(&s->state, PROTO_CONNECTING);
+	*out = s;
+	return ncclSuccess;
+}
+
+/* One step of the handshake. Returns an error only when the connection failed. */
+static ncclResult_t send_advance(struct proto_send *s)
+{
+	struct fab_ep *ep = s->c.ep;
+	const struct proto_tag_layout *lay = &s->c.dev->layout;
+	ssize_t rc;
+
+	if (!s->in_posted) {
+		op_will_post(&s->c, &s->in_op);
+		rc = fi_trecv(ep->ep, &s->in, sizeof(s->in), ctrl_desc(&s->c), FI_ADDR_UNSPEC,
+			      proto_tag_ctrl(lay, PROTO_TO_CONNECTOR, s->reply_id), 0, &s->in_op.ctx);
+		if (rc) {
+			op_not_posted(&s->c, &s->in_op);
+			if (rc != -FI_EAGAIN) {
+				FAB_WARN(NCCL_NET, "connect to %s: posting the reply receive failed: %s",
+					 s->peer_text, fab_strerror((int)rc));
+				return ncclSystemError;
+			}
+		} else {
+			s->in_posted = true;
+		}
+	}
+	if (s->in_posted && !s->out_posted) {
+		op_will_post(&s->c, &s->out_op);
+		rc = fi_tsend(ep->ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer, s->listen_tag,
+			      &s->out_op.ctx);
+		if (rc) {
+			op_not_posted(&s->c, &s->out_op);
+			if (rc != -FI_EAGAIN) {
+				FAB_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
+					 s->peer_text, fab_strerror((int)rc));
+				return ncclSystemError;
+			}
+		} else {
+			s->out_posted = true;
+		}
+	}
+	int prc = fab_ep_progress(ep);
+	if (prc < 0)
+		return ncclSystemError;
+	if (atomic_load(&s->out_err))
+		return ncclRemoteError;
+	if (atomic_load_explicit(&s->in_done, memory_order_acquire)) {
+		char why[160];
+		int err = atomic_load(&s->in_err);
+		if (err) {
+			FAB_WARN(NCCL_NET, "connect to %s: receiving the reply failed: %s", s->peer_text,
+				 fi_strerror(err));
+			return ncclRemoteError;
+		}
+		if (proto_msg_check(&s->in, s->in_len, why, sizeof(why))) {
+			FAB_WARN(NCCL_NET, "connect to %s: bad reply: %s", s->peer_text, why);
+			return ncclRemoteError;
+		}
+		if (s->in.type == PROTO_MSG_REJECT) {
+			FAB_WARN(NCCL_NET, "connect to %s: the listener refused the connection: %s",
+				 s->peer_text, proto_reject_text(s->in.reason));
+			return ncclRemoteError;
+		}
+		if (s->in.type != PROTO_MSG_ACCEPT || s->in.nonce != s->out.nonce) {
+			FAB_WARN(NCCL_NET, "connect to %s: the reply does not answer this request",
+				 s->peer_text);
+			return ncclRemoteError;
+		}
+		s->remote_id = s->in.id;
+		atomic_store(&s->state, PROTO_READY);
+		return ncclSuccess;
+	}
+	uint64_t limit = (uint64_t)fab_plugin_get()->cfg.v[FAB_CFG_TIMEOUT].i * 1000000000ULL;
+	if (fab_now_ns() - s->start_ns > limit) {
+		FAB_WARN(NCCL_NET,
+			 "connect to %s: no answer after %llu s: the peer may have died or never "
+			 "called accept (NCCL_FABRIC_TIMEOUT sets the limit)",
+			 s->peer_text, (unsigned long long)(limit / 1000000000ULL));
+		return ncclRemoteError;
+	}
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *handle,
+			     void **send_comm)
+{
+	*send_comm = NULL;
+	struct fab_device *dev = device_of(dev_index, "connect");
+	if (!dev)
+		return ncclInvalidArgument;
+	if (!handle) {
+		FAB_WARN(NCCL_NET, "connect: NULL handle");
+		return ncclInvalidArgument;
+	}
+	char why[256];
+	if (proto_handle_check(handle, dev->prov_hash, why, sizeof(why))) {
+		FAB_WARN(NCCL_NET, "connect on %s: invalid connection handle: %s", dev->props.name, why);
+		return ncclInvalidArgument;
+	}
+	struct proto_handle h;
+	memcpy(&h, handle, sizeof(h));
+
+	struct fab_plugin *p = fab_plugin_get();
+	pthread_mutex_lock(&p->pending_lock);
+	struct proto_send *s = send_find_pending(p, handle, h.checksum, dev_index);
+	if (s)
+		dlist_remove(&s->pending_link);
+	pthread_mutex_unlock(&p->pending_lock);
+	if (!s) {
+		ncclResult_t res = send_create(dev, &h, handle, &s);
+		if (res != ncclSuccess)
+			return res;
+	}
+
+	ncclResult_t res = send_advance(s);
+	if (res != ncclSuccess) {
+		proto_comm_retire(&s->c);
+		return res;
+	}
+	if (atomic_load(&s->state) == PROTO_READY) {
+		FAB_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
+			  dev->props.name, s->remote_id);
+		*send_comm = s;
+		return ncclSuccess;
+	}
+	pthread_mutex_lock(&p->pending_lock);
+	dlist_insert_tail(&p->pending_connects, &s->pending_link);
+	pthread_mutex_unlock(&p->pending_lock);
+	return ncclSuccess;
+}
+
+void proto_pending_connects_close(struct fab_plugin *p, int dev_index)
+{
+	struct dlist *it, *tmp;
+	pthread_mutex_lock(&p->pending_lock);
+	dlist_foreach_safe(&p->pending_connects, it, tmp) {
+		struct proto_send *s = container_of(it, struct proto_send, pending_link);
+		if (dev_index >= 0 && s->c.dev->index != dev_index)
+			continue;
+		dlist_remove(&s->pending_link);
+		proto_comm_retire(&s->c);
+	}
+	pthread_mutex_unlock(&p->pending_lock);
+}
+
+ncclResult_t fab_net_close_send(void *send_comm)
+{
+	if (!send_comm)
+		return ncclSuccess;
+	struct proto_comm *c = proto_comm_from(send_comm, PROTO_SEND);
+	if (!c) {
+		FAB_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
+		return ncclInvalidArgument;
+	}
+	proto_comm_retire(c);
+	return ncclSuccess;
+}
+
+/* ---------------- accept ---------------- */
+
+static void recv_ack_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			  const struct fi_cq_err_entry *err)
+{
+	struct proto_recv *r = op->owner;
+	if (err && err->err != FI_ECANCELED) {
+		char text[256];
+		cq_error_text(r->c.ep, err, text, sizeof(text));
+		FAB_WARN(NCCL_NET, "accept from %s: the answer to the connector failed: %s",
+			 r->peer_text, text);
+	}
+	op_done(&r->c, op);
+}
+
+static void recv_free_list_init(struct proto_recv *r);
+
+static int recv_post_ack(struct proto_recv *r)
+{
+	const struct proto_tag_layout *lay = &r->c.dev->layout;
+	op_will_post(&r->c, &r->ack_op);
+	ssize_t rc = fi_tsend(r->c.ep->ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer,
+			      proto_tag_ctrl(lay, PROTO_TO_CONNECTOR, r->reply_id), &r->ack_op.ctx);
+	if (rc) {
+		op_not_posted(&r->c, &r->ack_op);
+		return (int)rc;
+	}
+	r->ack_posted = true;
+	return 0;
+}
+
+static void listen_reject(struct proto_listen *l, const struct proto_msg *req, uint32_t reason,
+			  const char *peer_text)
+{
+	fi_addr_t peer;
+	if (atomic_load(&l->rej_op.posted) || req->addr_len == 0 ||
+	    fab_ep_resolve(l->c.ep, req->addr, req->addr_len, &peer))
+		return; /* the connector times out instead */
+	memset(&l->rej, 0, sizeof(l->rej));
+	l->rej.type = PROTO_MSG_REJECT;
+	l->rej.reason = reason;
+	l->rej.nonce = req->nonce;
+	proto_msg_seal(&l->rej);
+	op_will_post(&l->c, &l->rej_op);
+	if (fi_tsend(l->c.ep->ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
+		     proto_tag_ctrl(&l->c.dev->layout, PROTO_TO_CONNECTOR, req->id), &l->rej_op.ctx))
+		op_not_posted(&l->c, &l->rej_op);
+	FAB_WARN(NCCL_NET, "accept on %s: refused a connection from %s: %s", l->c.dev->props.name,
+		 peer_text, proto_reject_text(reason));
+}
+
+ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
+{
+	*recv_comm = NULL;
+	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
+	if (!c) {
+		FAB_WARN(NCCL_NET, "accept: %p is not a listen comm", listen_comm);
+		return ncclInvalidArgument;
+	}
+	struct proto_listen *l = container_of(c, struct proto_listen, c);
+	struct fab_device *dev = c->dev;
+	uint64_t now = fab_now_ns();
+
+	/* With l->accepting set, the connection exists and only its answer is
+	 * still to be posted (the last try met -FI_EAGAIN). */
+	if (!l->accepting) {
+		int rc = listen_post(l);
+		if (rc && rc != -FI_EAGAIN) {
+			FAB_WARN(NCCL_NET, "accept on %s: posting the connection receive failed: %s",
+				 dev->props.name, fab_strerror(rc));
+			return ncclSystemError;
+		}
+		if (fab_ep_progress(c->ep) < 0)
+			return ncclSystemError;
+		if (!atomic_load_explicit(&l->in_done, memory_order_acquire)) {
+			if (!l->wait_start_ns || now - l->last_call_ns > 5000000000ULL)
+				l->wait_start_ns = now;
+			l->last_call_ns = now;
+			uint64_t limit = (uint64_t)fab_plugin_get()->cfg.v[FAB_CFG_TIMEOUT].i *
+					 1000000000ULL;
+			if (now - l->wait_start_ns > limit) {
+				FAB_WARN(NCCL_NET,
+					 "accept on %s: no connection request after %llu s: the peer may "
+					 "have died (NCCL_FABRIC_TIMEOUT sets the limit)",
+					 dev->props.name, (unsigned long long)(limit / 1000000000ULL));
+				return ncclRemoteError;
+			}
+			return ncclSuccess;
+		}
+		/* a connection request arrived */
+		l->in_posted = false;
+		atomic_store(&l->in_done, 0);
+		struct proto_msg req = l->in;
+		size_t len = l->in_len;
+		int err = l->in_err;
+		char why[160], peer_text[64] = "?";
+		if (err) {
+			FAB_WARN(NCCL_NET, "accept on %s: receiving a connection request failed: %s",
+				 dev->props.name, fi_strerror(err));
+			return ncclSystemError;
+		}
+		(void)listen_post(l); /* ready for the next request at once */
+		if (proto_msg_check(&req, len, why, sizeof(why)) || req.type != PROTO_MSG_CONNECT) {
+			FAB_WARN(NCCL_NET, "accept on %s: dropped a malformed connection request: %s",
+				 dev->props.name, why);
+			return ncclSuccess;
+		}
+		proto_addr_text(dev->info, req.addr, req.addr_len, peer_text, sizeof(peer_text));
+		if (req.nonce != l->nonce) {
+			listen_reject(l, &req, PROTO_REJECT_NONCE, peer_text);
+			return ncclSuccess;
+		}
+		if (req.prov_hash != dev->prov_hash) {
+			listen_reject(l, &req, PROTO_REJECT_PROVIDER, peer_text);
+			return ncclSuccess;
+		}
+		struct proto_recv *r = calloc(1, sizeof(*r));
+		struct fab_domain *dom = dev->dom;
+		if (!r || comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r))) {
+			if (r)
+				comm_release(&r->c.zombie);
+			FAB_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
+			listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
+			return ncclSystemError;
+		}
+		op_init(&r->ack_op, recv_ack_done, r, 0);
+		recv_free_list_init(r);
+		fab_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
+		if (fab_ep_resolve(r->c.ep, req.addr, req.addr_len, &r->peer)) {
+			listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
+			comm_release(&r->c.zombie);
+			return ncclSystemError;
+		}
+		r->id = fab_ep_new_id(r->c.ep, proto_tag_conn_mask(&dev->layout));
+		r->ack.type = PROTO_MSG_ACCEPT;
+		r->ack.id = r->id;
+		r->ack.nonce = req.nonce;
+		r->ack.prov_hash = dev->prov_hash;
+		proto_msg_seal(&r->ack);
+		r->reply_id = req.id;
+		l->accepting = r;
+	}
+
+	struct proto_recv *r = l->accepting;
+	int rc = recv_post_ack(r);
+	if (rc == -FI_EAGAIN) {
+		(void)fab_ep_progress(c->ep);
+		return ncclSuccess;
+	}
+	l->accepting = NULL;
+	if (rc) {
+		FAB_WARN(NCCL_NET, "accept on %s: answering %s failed: %s", dev->props.name,
+			 r->peer_text, fab_strerror(rc));
+		proto_comm_retire(&r->c);
+		return ncclSystemError;
+	}
+	l->wait_start_ns = 0;
+	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
+	*recv_comm = r;
+	return ncclSuccess;
+}
+
+ncclResult_t fab_net_close_recv(void *recv_comm)
+{
+	if (!recv_comm)
+		return ncclSuccess;
+	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
+	if (!c) {
+		FAB_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
+		return ncclInvalidArgument;
+	}
+	proto_comm_retire(c);
+	return ncclSuccess;
+}
+
+/* ---------------- request pools ---------------- */
+
+static void send_free_list_init(struct proto_send *s)
+{
+	s->free_list = NULL;
+	for (int i = PROTO_SEND_REQS - 1; i >= 0; i--) {
+		struct proto_send_req *q = &s->reqs[i];
+		q->h.kind = PROTO_REQ_SEND;
+		q->h.comm = &s->c;
+		q->h.next_free = s->free_list;
+		s->free_list = &q->h;
+	}
+}
+
+static void recv_free_list_init(struct proto_recv *r)
+{
+	r->free_list = NULL;
+	for (int i = PROTO_RECV_REQS - 1; i >= 0; i--) {
+		struct proto_recv_req *q = &r->reqs[i];
+		q->h.kind = PROTO_REQ_RECV;
+		q->h.comm = &r->c;
+		q->h.next_free = r->free_list;
+		r->free_list = &q->h;
+	}
+}

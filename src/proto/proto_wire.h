@@ -1,0 +1,74 @@
+/*
+ * proto_wire.h - bytes that cross between processes: the listen handle NCCL
+ * ships to the peer, and the two control messages of the handshake.
+ *
+ * Handshake: connect() sends CONNECT (with its own address and a reply id) to
+ * the listener's endpoint, tagged with the listen id from the handle; accept()
+ * answers ACCEPT with the id of the new receiving connection, which the sender
+ * then puts in every data tag, or REJECT with a reason. Every structure starts
+ * with a magic and a version and ends with a checksum, so a corrupt or foreign
+ * handle is an error message, never a crash.
+ */
+#ifndef FAB_PROTO_WIRE_H
+#define FAB_PROTO_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/nccl_net_abi.h"
+#include "fab/fab.h"
+
+#define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
+#define PROTO_VERSION 1
+
+struct proto_handle {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t addr_len;
+	uint16_t reserved;
+	uint32_t listen_id;
+	uint32_t tag_bits;
+	uint64_t prov_hash; /* provider and address format: a handle from another provider is foreign */
+	uint64_t nonce;     /* the listen comm's; CONNECT echoes it */
+	uint8_t addr[FAB_ADDR_MAX];
+	uint64_t checksum;  /* FNV-1a of every byte before it */
+};
+_Static_assert(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's 128 bytes");
+_Static_assert(sizeof(struct proto_handle) == 128, "handle layout");
+
+enum proto_msg_type { PROTO_MSG_CONNECT = 1, PROTO_MSG_ACCEPT = 2, PROTO_MSG_REJECT = 3 };
+
+enum proto_reject_reason {
+	PROTO_REJECT_NONE = 0,
+	PROTO_REJECT_NONCE = 1,     /* the handle does not belong to this listen comm */
+	PROTO_REJECT_PROVIDER = 2,  /* other provider or tag layout */
+	PROTO_REJECT_RESOURCES = 3, /* the listener could not create the connection */
+};
+
+struct proto_msg {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t type;
+	uint16_t addr_len;
+	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
+	uint32_t reason;    /* REJECT: enum proto_reject_reason */
+	uint64_t nonce;
+	uint64_t prov_hash;
+	uint8_t addr[FAB_ADDR_MAX]; /* CONNECT: the connector's endpoint address */
+	uint64_t checksum;
+};
+_Static_assert(sizeof(struct proto_msg) == 128, "control message layout");
+
+uint64_t proto_prov_hash(const char *prov_name, uint32_t addr_format, unsigned tag_bits);
+
+void proto_handle_encode(struct proto_handle *h, uint32_t listen_id, unsigned tag_bits,
+			 uint64_t prov_hash, uint64_t nonce, const void *addr, size_t addr_len);
+/* 0 when buf holds a handle of this provider; else -1 with the reason in why. */
+int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t why_len);
+
+void proto_msg_seal(struct proto_msg *m);
+/* 0 when the message is well-formed; else -1 with the reason. */
+int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why_len);
+const char *proto_reject_text(uint32_t reason);
+
+#endif

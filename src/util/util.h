@@ -1,0 +1,53 @@
+/*
+ * util.h - small helpers shared by every module: checksums, bit counting,
+ * string copying, time.
+ */
+#ifndef FAB_UTIL_H
+#define FAB_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define FAB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define FAB_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define FAB_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define FAB_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a) - 1))
+#define FAB_ALIGN_UP(x, a) (((x) + (uintptr_t)(a) - 1) & ~((uintptr_t)(a) - 1))
+#define FAB_HIDDEN __attribute__((visibility("hidden")))
+#define FAB_EXPORT __attribute__((visibility("default")))
+
+/* 64-bit FNV-1a: stable across processes and builds, used for handle checksums
+ * and device guids. Not cryptographic. */
+static inline uint64_t fab_fnv1a64(const void *data, size_t len, uint64_t seed)
+{
+	const unsigned char *p = data;
+	uint64_t h = seed ? seed : 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < len; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+/* Copies at most dst_size-1 bytes and always terminates. */
+static inline void fab_strlcpy(char *dst, const char *src, size_t dst_size)
+{
+	if (!dst_size)
+		return;
+	size_t n = strlen(src);
+	if (n >= dst_size)
+		n = dst_size - 1;
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static inline uint64_t fab_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+#endif
