@@ -82,6 +82,10 @@ struct fab_mr {
 	struct fab_domain *dom;
 };
 
+struct fab_mr_cache {
+	struct dlist mrs; /* sorted by start */
+};
+
 /* ---- domain (fab_domain.c) ---- */
 
 struct fab_domain_attr {
@@ -98,7 +102,7 @@ struct fab_domain {
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	pthread_mutex_t lock;       /* MR cache and key counter */
-	struct dlist mrs;
+	struct fab_mr_cache mrs;
 	uint64_t next_key;
 	int mr_mode;
 	bool hmem, rma;
@@ -111,6 +115,19 @@ struct fab_domain {
 
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
 void fab_domain_close(struct fab_domain *dom);
+
+/* The cache's bookkeeping, apart from libfabric (fab_mr_cache.c; unit-tested).
+ * Callers hold the domain lock. */
+void fab_mr_cache_init(struct fab_mr_cache *cache);
+/* The range a registration of [addr, addr+len) covers: whole pages for host
+ * memory, exact for device memory (rounding could leave the allocation). */
+void fab_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t page,
+		  uintptr_t *start, uintptr_t *end);
+struct fab_mr *fab_mr_cache_find(struct fab_mr_cache *cache, uintptr_t start, uintptr_t end,
+				 enum fi_hmem_iface iface, int device);
+void fab_mr_cache_insert(struct fab_mr_cache *cache, struct fab_mr *mr);
+void fab_mr_cache_remove(struct fab_mr *mr);
+int fab_mr_cache_count(const struct fab_mr_cache *cache);
 
 /* Registers [addr, addr+len) or takes a reference on a registration covering it.
  * device is the CUDA ordinal for FI_HMEM_CUDA. */

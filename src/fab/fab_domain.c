@@ -23,7 +23,7 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	if (!dom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&dom->lock, NULL);
-	dlist_init(&dom->mrs);
+	fab_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
 	dom->hmem = attr->hmem;
 	dom->expected_cuda_rc = attr->expected_cuda_rc;
@@ -75,7 +75,7 @@ void fab_domain_close(struct fab_domain *dom)
 	 * finalize): close them, the domain cannot close while they are open. */
 	struct dlist *it, *tmp;
 	int leaked = 0;
-	dlist_foreach_safe(&dom->mrs, it, tmp) {
+	dlist_foreach_safe(&dom->mrs.mrs, it, tmp) {
 		struct fab_mr *mr = container_of(it, struct fab_mr, link);
 		dlist_remove(&mr->link);
 		if (mr->mr)
@@ -159,34 +159,18 @@ fail:
 int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
 	       int device, struct fab_mr **out)
 {
-	uintptr_t start = (uintptr_t)addr, end = start + len;
-	if (iface == FI_HMEM_SYSTEM) {
-		/* Host ranges are widened to whole pages so neighbouring buffers of one
-		 * allocation share a registration. Device memory is registered exactly:
-		 * rounding could leave the allocation. */
-		uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-		start = FAB_ALIGN_DOWN(start, page);
-		end = FAB_ALIGN_UP(end ? end : 1, page);
-		if (end == start)
-			end = start + page;
-	} else if (end == start) {
-		end = start + 1;
-	}
+	uintptr_t start, end;
+	fab_mr_range(addr, len, iface, (size_t)sysconf(_SC_PAGESIZE), &start, &end);
 
 	pthread_mutex_lock(&dom->lock);
-	struct dlist *it;
-	dlist_foreach(&dom->mrs, it) {
-		struct fab_mr *m = container_of(it, struct fab_mr, link);
-		if (m->start > start)
-			break; /* sorted by start: nothing further can cover us */
-		if (m->end >= end && m->iface == iface && m->device == device) {
-			m->refs++;
-			pthread_mutex_unlock(&dom->lock);
-			*out = m;
-			return 0;
-		}
+	struct fab_mr *m = fab_mr_cache_find(&dom->mrs, start, end, iface, device);
+	if (m) {
+		m->refs++;
+		pthread_mutex_unlock(&dom->lock);
+		*out = m;
+		return 0;
 	}
-	struct fab_mr *m = calloc(1, sizeof(*m));
+	m = calloc(1, sizeof(*m));
 	if (!m) {
 		pthread_mutex_unlock(&dom->lock);
 		return -FI_ENOMEM;
@@ -203,15 +187,7 @@ int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_ifac
 		free(m);
 		return rc;
 	}
-	/* insert sorted by start */
-	struct dlist *pos = &dom->mrs;
-	dlist_foreach(&dom->mrs, it) {
-		if (container_of(it, struct fab_mr, link)->start > start) {
-			pos = it;
-			break;
-		}
-	}
-	dlist_insert_tail(pos, &m->link); /* before pos */
+	fab_mr_cache_insert(&dom->mrs, m);
 	pthread_mutex_unlock(&dom->lock);
 	*out = m;
 	return 0;
@@ -227,7 +203,7 @@ void fab_mr_put(struct fab_mr *m)
 		pthread_mutex_unlock(&dom->lock);
 		return;
 	}
-	dlist_remove(&m->link);
+	fab_mr_cache_remove(m);
 	pthread_mutex_unlock(&dom->lock);
 	if (m->mr) {
 		int rc = fi_close(&m->mr->fid);
@@ -240,11 +216,8 @@ void fab_mr_put(struct fab_mr *m)
 
 int fab_mr_count(struct fab_domain *dom)
 {
-	int n = 0;
-	struct dlist *it;
 	pthread_mutex_lock(&dom->lock);
-	dlist_foreach(&dom->mrs, it)
-		n++;
+	int n = fab_mr_cache_count(&dom->mrs);
 	pthread_mutex_unlock(&dom->lock);
 	return n;
 }

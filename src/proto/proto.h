@@ -17,6 +17,7 @@
 #include "fab/fab.h"
 #include "proto/proto_tag.h"
 #include "proto/proto_wire.h"
+#include "util/freelist.h"
 
 #define PROTO_MAX_RECVS 8
 #define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
@@ -32,7 +33,7 @@ struct proto_comm {
 	struct fab_ep *ep;
 	atomic_int pending;        /* operations posted, not yet completed */
 	struct fab_zombie zombie;
-	pthread_mutex_t lock;      /* the request pool */
+	struct fab_freelist reqs;  /* free requests of this comm */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
 };
 
@@ -41,7 +42,7 @@ enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2 };
 struct proto_req {
 	enum proto_req_kind kind;
 	struct proto_comm *comm;
-	struct proto_req *next_free;
+	struct fab_free_node free_node;
 	int n;                     /* buffers (1 for a send) */
 	int nposted;               /* buffers handed to libfabric so far */
 	atomic_int ncomplete;
@@ -87,7 +88,6 @@ struct proto_send {
 	uint64_t handle_sum;
 	char peer_text[64];
 	struct proto_seq_table seq;
-	struct proto_req *free_list;
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 
@@ -101,7 +101,6 @@ struct proto_recv {
 	bool ack_posted;
 	char peer_text[64];
 	struct proto_seq_table seq;
-	struct proto_req *free_list;
 	struct proto_recv_req reqs[PROTO_RECV_REQS];
 };
 

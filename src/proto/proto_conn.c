@@ -33,7 +33,7 @@ static void comm_release(struct fab_zombie *z)
 		proto_seq_free(&container_of(c, struct proto_send, c)->seq);
 	else if (c->kind == PROTO_RECV)
 		proto_seq_free(&container_of(c, struct proto_recv, c)->seq);
-	pthread_mutex_destroy(&c->lock);
+	fab_freelist_destroy(&c->reqs);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
 }
@@ -46,7 +46,7 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	c->dev = dev;
 	c->ep = dom->eps[0];
 	atomic_init(&c->pending, 0);
-	pthread_mutex_init(&c->lock, NULL);
+	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
 	c->zombie.release = comm_release;
@@ -706,24 +706,20 @@ ncclResult_t fab_net_close_recv(void *recv_comm)
 
 static void send_free_list_init(struct proto_send *s)
 {
-	s->free_list = NULL;
 	for (int i = PROTO_SEND_REQS - 1; i >= 0; i--) {
 		struct proto_send_req *q = &s->reqs[i];
 		q->h.kind = PROTO_REQ_SEND;
 		q->h.comm = &s->c;
-		q->h.next_free = s->free_list;
-		s->free_list = &q->h;
+		fab_freelist_push(&s->c.reqs, &q->h.free_node);
 	}
 }
 
 static void recv_free_list_init(struct proto_recv *r)
 {
-	r->free_list = NULL;
 	for (int i = PROTO_RECV_REQS - 1; i >= 0; i--) {
 		struct proto_recv_req *q = &r->reqs[i];
 		q->h.kind = PROTO_REQ_RECV;
 		q->h.comm = &r->c;
-		q->h.next_free = r->free_list;
-		r->free_list = &q->h;
+		fab_freelist_push(&r->c.reqs, &q->h.free_node);
 	}
 }

@@ -12,29 +12,20 @@
 #include "proto/proto.h"
 #include "util/util.h"
 
-static struct proto_req *req_get(struct proto_comm *c, struct proto_req **free_list)
+static struct proto_req *req_get(struct proto_comm *c)
 {
-	pthread_mutex_lock(&c->lock);
-	struct proto_req *r = *free_list;
-	if (r) {
-		*free_list = r->next_free;
-		r->in_use = true;
-	}
-	pthread_mutex_unlock(&c->lock);
+	struct fab_free_node *n = fab_freelist_pop(&c->reqs);
+	if (!n)
+		return NULL;
+	struct proto_req *r = container_of(n, struct proto_req, free_node);
+	r->in_use = true;
 	return r;
 }
 
 static void req_put(struct proto_req *r)
 {
-	struct proto_comm *c = r->comm;
-	struct proto_req **free_list = c->kind == PROTO_SEND ?
-					       &container_of(c, struct proto_send, c)->free_list :
-					       &container_of(c, struct proto_recv, c)->free_list;
-	pthread_mutex_lock(&c->lock);
 	r->in_use = false;
-	r->next_free = *free_list;
-	*free_list = r;
-	pthread_mutex_unlock(&c->lock);
+	fab_freelist_push(&r->comm->reqs, &r->free_node);
 }
 
 static void req_reset(struct proto_req *r, int n)
@@ -121,7 +112,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			 c->dev->choice.domain);
 		return ncclInvalidArgument;
 	}
-	struct proto_req *r = req_get(c, &s->free_list);
+	struct proto_req *r = req_get(c);
 	if (!r) {
 		(void)fab_ep_progress(c->ep);
 		return ncclSuccess; /* NCCL retries */
@@ -241,7 +232,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 			return ncclInvalidArgument;
 		}
 	}
-	struct proto_req *r = req_get(c, &rc_->free_list);
+	struct proto_req *r = req_get(c);
 	if (!r) {
 		(void)fab_ep_progress(c->ep);
 		return ncclSuccess;
