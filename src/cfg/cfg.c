@@ -54,7 +54,7 @@ int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg
 	case FAB_CFG_INT: {
 		char *end = NULL;
 		errno = 0;
-		long long v = strtoll(text, &end, 0);
+		long long v = strtoll(text, &end, 10);
 		if (errno || end == text || *end != '\0' || v < d->min || v > d->max)
 			return -EINVAL;
 		out->i = v;

@@ -49,7 +49,7 @@ void fab_cuda_open(struct fab_cuda_info *info)
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&drv.lock);
 	if (!drv.lib) {
-		drv.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+		drv.lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 		if (!drv.lib) {
 			snprintf(info->error, sizeof(info->error), "no CUDA driver (libcuda.so.1: %s)",
 				 dlerror());
@@ -108,19 +108,11 @@ void fab_cuda_open(struct fab_cuda_info *info)
 
 void fab_cuda_close(void)
 {
+	/* The driver stays loaded (RTLD_NODELETE): NCCL holds it anyway, and
+	 * unloading a driver after cuInit is not something it supports. */
 	pthread_mutex_lock(&drv.lock);
-	if (drv.refs > 0 && --drv.refs == 0 && drv.lib) {
-		dlclose(drv.lib);
-		drv.lib = NULL;
-		drv.init = NULL;
-		drv.driver_version = NULL;
-		drv.device_count = NULL;
-		drv.device_get = NULL;
-		drv.device_attr = NULL;
-		drv.pointer_attr = NULL;
-		drv.flush = NULL;
-		drv.error_string = NULL;
-	}
+	if (drv.refs > 0)
+		drv.refs--;
 	pthread_mutex_unlock(&drv.lock);
 }
 

@@ -15,6 +15,39 @@
 #include "abi/nccl_net_abi.h"
 #include "util/util.h"
 
+/* NCCL_FABRIC_PROVIDER split into include (in preference order) and exclude lists. */
+struct name_list {
+	int ninc, nexc;
+	char inc[16][FAB_NAME_LEN];
+	char exc[16][FAB_NAME_LEN];
+};
+
+static void parse_names(const char *text, struct name_list *l)
+{
+	memset(l, 0, sizeof(*l));
+	const char *p = text;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char item[FAB_NAME_LEN];
+		size_t s = 0, e = len;
+		while (s < e && (p[s] == ' ' || p[s] == '\t'))
+			s++;
+		while (e > s && (p[e - 1] == ' ' || p[e - 1] == '\t'))
+			e--;
+		if (e > s && e - s < sizeof(item)) {
+			memcpy(item, p + s, e - s);
+			item[e - s] = '\0';
+			if (item[0] == '^' && item[1] && l->nexc < 16)
+				fab_strlcpy(l->exc[l->nexc++], item + 1, FAB_NAME_LEN);
+			else if (item[0] != '^' && l->ninc < 16)
+				fab_strlcpy(l->inc[l->ninc++], item, FAB_NAME_LEN);
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+}
+
 /* Newest API version the plugin asks for: its code is written against 1.17
  * structs and knows the 1.18 (CUDA_API_PERMITTED) and 1.20 (DMA-BUF) additions. */
 #define FAB_API_VERSION_MAX FI_VERSION(1, 22)
@@ -27,7 +60,9 @@ int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
 		api = FI_VERSION(1, 17);
 	/* Single-host providers never answer FI_REMOTE_COMM; ask for them only when
 	 * the user named providers, since they are used only when named. */
-	bool named = cfg->v[FAB_CFG_PROVIDER].s[0] != '\0';
+	struct name_list names;
+	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
+	bool named = names.ninc > 0;
 	int n = 0;
 	for (int local = 0; local <= (named ? 1 : 0); local++) {
 		for (int hmem = 1; hmem >= 0; hmem--) {
@@ -69,39 +104,6 @@ bool fab_policy_name_matches(const char *item, const char *prov)
 	/* core name: "tcp" matches "tcp;ofi_rxm" */
 	size_t n = strcspn(prov, ";");
 	return strlen(item) == n && !strncasecmp(item, prov, n);
-}
-
-/* NCCL_FABRIC_PROVIDER split into include (in preference order) and exclude lists. */
-struct name_list {
-	int ninc, nexc;
-	char inc[16][FAB_NAME_LEN];
-	char exc[16][FAB_NAME_LEN];
-};
-
-static void parse_names(const char *text, struct name_list *l)
-{
-	memset(l, 0, sizeof(*l));
-	const char *p = text;
-	while (*p) {
-		size_t len = strcspn(p, ",");
-		char item[FAB_NAME_LEN];
-		size_t s = 0, e = len;
-		while (s < e && (p[s] == ' ' || p[s] == '\t'))
-			s++;
-		while (e > s && (p[e - 1] == ' ' || p[e - 1] == '\t'))
-			e--;
-		if (e > s && e - s < sizeof(item)) {
-			memcpy(item, p + s, e - s);
-			item[e - s] = '\0';
-			if (item[0] == '^' && item[1] && l->nexc < 16)
-				fab_strlcpy(l->exc[l->nexc++], item + 1, FAB_NAME_LEN);
-			else if (item[0] != '^' && l->ninc < 16)
-				fab_strlcpy(l->inc[l->ninc++], item, FAB_NAME_LEN);
-		}
-		p += len;
-		if (*p == ',')
-			p++;
-	}
 }
 
 static int include_rank(const struct name_list *l, const char *prov)

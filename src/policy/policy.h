@@ -140,7 +140,7 @@ struct fab_hmem_decision {
 	bool dmabuf;          /* NCCL_PTR_DMABUF */
 	int ptr_support;      /* NCCL_PTR_* bits */
 	int expected_cuda_rc; /* the answer every later endpoint must repeat */
-	char answer[96];      /* the provider's answer in words */
+	char answer[FAB_REASON_LEN]; /* the provider's answer in words */
 	char p2p[96];         /* its GPUDirect stance in words */
 	char reason[512];     /* the decision in one sentence */
 	char dmabuf_reason[FAB_REASON_LEN];

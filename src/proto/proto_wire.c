@@ -37,13 +37,14 @@ int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t wh
 		snprintf(why, why_len, "not a Fabric plugin handle (magic 0x%08x)", h.magic);
 		return -1;
 	}
-	if (h.checksum != fab_fnv1a64(&h, offsetof(struct proto_handle, checksum), 0)) {
-		snprintf(why, why_len, "checksum mismatch: the handle was corrupted in transit");
-		return -1;
-	}
+	/* version before checksum: a future layout may move the checksum */
 	if (h.version != PROTO_VERSION) {
 		snprintf(why, why_len, "handle version %u, this plugin speaks %u: mixed plugin versions",
 			 h.version, PROTO_VERSION);
+		return -1;
+	}
+	if (h.checksum != fab_fnv1a64(&h, offsetof(struct proto_handle, checksum), 0)) {
+		snprintf(why, why_len, "checksum mismatch: the handle was corrupted in transit");
 		return -1;
 	}
 	if (h.addr_len == 0 || h.addr_len > FAB_ADDR_MAX) {

@@ -1,0 +1,60 @@
+/*
+ * stubcuda: a stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU.
+ *
+ * Tests put ${CMAKE_BINARY_DIR}/stubcuda first on LD_LIBRARY_PATH so that
+ * dlopen("libcuda.so.1") finds this library. It reports GPUs that do not exist;
+ * "device memory" is host memory that a test (or cuMemAlloc) marked as such.
+ *
+ * Environment (read at each call that needs it):
+ *   STUBCUDA_DEVICES=N             devices reported (default 1; 0 = driver present,
+ *                                  no GPU: cuInit succeeds, cuDeviceGetCount gives 0)
+ *   STUBCUDA_FAIL_INIT=1           cuInit fails with CUDA_ERROR_NO_DEVICE (what the real
+ *                                  driver does when no GPU is visible)
+ *   STUBCUDA_DRIVER_VERSION=V      cuDriverGetVersion answer (default 12040)
+ *   STUBCUDA_DMABUF=0|1            CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (default 1)
+ *   STUBCUDA_GDR=0|1               CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED (default 1)
+ *   STUBCUDA_RDMA_WRITES_ORDERING=V CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING
+ *                                  (default 0 = NONE, so callers must flush)
+ *   STUBCUDA_PCI_BUS_IDS=a,b,...   PCI bus ids of devices 0,1,... ("0000:18:00.0");
+ *                                  the default is a fixed 8-GPU table
+ *   STUBCUDA_LOG=path              append one line per driver call: the exported
+ *                                  symbol name ("cuInit", "cuMemcpyDtoHAsync_v2")
+ *
+ * Symbols are exported under the names that CUDA 12's cuda.h maps the API to
+ * (cuMemAlloc -> cuMemAlloc_v2, cuMemcpyDtoHAsync -> cuMemcpyDtoHAsync_v2,
+ * cuStreamDestroy -> cuStreamDestroy_v2, cuCtxPushCurrent -> cuCtxPushCurrent_v2, ...).
+ * The legacy unversioned names of those functions are deliberately NOT exported:
+ * a caller that dlsym()s "cuMemAlloc" gets the pre-3.2 ABI from the real driver,
+ * which is a bug the stub makes visible. cuGetProcAddress (CUDA 11.3, 4 arguments)
+ * and cuGetProcAddress_v2 (CUDA 12.0, 5 arguments) both exist and take the base
+ * name ("cuMemAlloc") as the real driver does.
+ *
+ * Like the real driver, memory copies, stream and allocation calls need a current
+ * context (cuCtxSetCurrent / cuCtxPushCurrent_v2 of a primary context), or they
+ * return CUDA_ERROR_INVALID_CONTEXT; every call but cuDriverGetVersion,
+ * cuGetErrorString/Name and cuGetProcAddress* needs cuInit first.
+ *
+ * Test-only API, looked up with dlsym() on the dlopen("libcuda.so.1") handle.
+ */
+#ifndef STUBCUDA_H
+#define STUBCUDA_H
+
+#include <stddef.h>
+
+/* Marks [p, p+len) as device memory of device 0 (what cuPointerGetAttribute and the
+ * copy functions check). Returns 0, or -1 if the range overlaps a marked one. */
+typedef int (*stubcuda_mark_device_fn)(void *p, size_t len);
+/* Forgets the marked range that starts at p. Returns 0, or -1 if none starts there. */
+typedef int (*stubcuda_unmark_fn)(void *p);
+/* Number of successful cuFlushGPUDirectRDMAWrites calls. */
+typedef unsigned long (*stubcuda_flush_count_fn)(void);
+/* Calls of one driver function, by exported name ("cuMemcpyDtoHAsync_v2"); NULL: all
+ * driver calls together. Test-API calls are not counted. */
+typedef unsigned long (*stubcuda_call_count_fn)(const char *name);
+
+#define STUBCUDA_SYM_MARK_DEVICE "stubcuda_mark_device"
+#define STUBCUDA_SYM_UNMARK "stubcuda_unmark"
+#define STUBCUDA_SYM_FLUSH_COUNT "stubcuda_flush_count"
+#define STUBCUDA_SYM_CALL_COUNT "stubcuda_call_count"
+
+#endif /* STUBCUDA_H */

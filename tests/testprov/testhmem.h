@@ -1,0 +1,243 @@
+/*
+ * testhmem: a test-only libfabric provider that advertises FI_HMEM over a real base
+ * provider (tcp;ofi_rxm or shm) and forwards everything to it.
+ *
+ * Ownership: every wrapper object embeds the public fid struct first and holds the
+ * base object it forwards to; children hold a reference on their parent (closing a
+ * referenced parent returns -FI_EBUSY). The MR wrapper itself is the memory
+ * descriptor handed to the caller (fi_mr_desc), so ops translate desc -> base desc.
+ *
+ * Modes (TESTHMEM_MODE, read at fi_domain):
+ *   host  CUDA-registered buffers are host memory: registered underneath as
+ *         FI_HMEM_SYSTEM; no CUDA call is ever made.
+ *   cuda  CUDA-registered buffers are device memory: moved through host bounce
+ *         buffers with the provider's own CUDA copies (private non-blocking stream);
+ *         receives are copied to the device when their completion is read from the
+ *         testhmem CQ.
+ */
+#ifndef TESTHMEM_H
+#define TESTHMEM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#define TH_PROV_NAME "testhmem"
+#define TH_PROV_VERSION FI_VERSION(1, 0)
+#define TH_NAME_MAX 64
+#define TH_IOV_MAX 16
+
+/* FI_OPT_CUDA_API_PERMITTED (libfabric 1.18) is an enum value the 1.17 headers lack */
+#define TH_OPT_CUDA_API_PERMITTED 10
+
+#define TH_HIDDEN __attribute__((visibility("hidden")))
+
+#ifndef container_of
+#define container_of(ptr, type, field) ((type *)((char *)(ptr) - offsetof(type, field)))
+#endif
+
+extern struct fi_provider th_prov TH_HIDDEN;
+
+/* ---- configuration and log (th_prov.c) ---- */
+
+enum th_mode { TH_MODE_HOST, TH_MODE_CUDA };
+
+void th_base_name(char *buf, size_t len);
+enum th_mode th_mode_from_env(void);
+/* Appends one line to TESTHMEM_LOG (no-op when unset); one write() per line. */
+void th_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *th_iface_name(enum fi_hmem_iface iface);
+
+struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name);
+
+/* fid-level stubs shared by every object */
+int th_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
+int th_no_control(struct fid *fid, int command, void *arg);
+int th_no_ops_open(struct fid *fid, const char *name, uint64_t flags, void **ops,
+		   void *context);
+int th_no_tostr(const struct fid *fid, char *buf, size_t len);
+int th_no_ops_set(struct fid *fid, const char *name, uint64_t flags, void *ops,
+		  void *context);
+
+/* ---- objects ---- */
+
+struct th_fabric {
+	struct fid_fabric fabric_fid;
+	struct fid_fabric *base;
+	char base_name[TH_NAME_MAX];
+	atomic_int ref;
+};
+
+struct th_eq {
+	struct fid_eq eq_fid;
+	struct fid_eq *base;
+	struct th_fabric *fabric;
+	atomic_int ref;
+};
+
+enum th_iface_idx { TH_IF_SYSTEM, TH_IF_CUDA, TH_IF_COUNT };
+
+struct th_counters {
+	atomic_ulong regs;
+	atomic_ulong sends;	 /* send-type posts (send, inject, senddata...) */
+	atomic_ulong recvs;	 /* receive posts */
+	atomic_ulong send_bytes; /* bytes posted for sending */
+	atomic_ulong recv_bytes; /* receive buffer bytes posted */
+	atomic_ulong injects;	 /* of the sends, injects */
+	atomic_ulong reads;	 /* RMA reads into local buffers of this iface */
+	atomic_ulong writes;	 /* RMA writes from local buffers of this iface */
+	atomic_ulong rma_bytes;
+};
+
+struct th_cuda_dom; /* th_cuda.c */
+
+struct th_domain {
+	struct fid_domain domain_fid;
+	struct fid_domain *base;
+	struct th_fabric *fabric;
+	atomic_int ref;
+	unsigned id; /* 1, 2, ... in opening order, per process: "dom=" in the log */
+	enum th_mode mode;
+	uint64_t base_mr_mode;
+	struct th_counters counts[TH_IF_COUNT];
+	atomic_ulong bad_desc;	   /* desc not ours, or buffer outside its MR */
+	atomic_ulong nodesc_cuda;  /* data op on a CUDA MR's memory without its desc */
+	atomic_ulong copy_errors;  /* CUDA copies that failed (cuda mode) */
+	pthread_mutex_t lock;	   /* cuda_mrs */
+	struct th_mr *cuda_mrs;	   /* live CUDA-iface MRs, for address lookups */
+	struct th_cuda_dom *cuda;  /* cuda mode only */
+};
+
+#define TH_MR_MAGIC 0x74686d656d4d5231ULL /* "thmemMR1" */
+
+struct th_mr {
+	struct fid_mr mr_fid;
+	uint64_t magic;
+	struct fid_mr *base;
+	struct th_domain *domain;
+	enum fi_hmem_iface iface;
+	int device;
+	uint64_t access;
+	size_t iov_count;
+	struct iovec iov[TH_IOV_MAX];
+	size_t len;
+	struct th_mr *next_cuda, *prev_cuda;
+};
+
+struct th_av {
+	struct fid_av av_fid;
+	struct fid_av *base;
+	struct th_domain *domain;
+	atomic_int ref;
+};
+
+struct th_cntr {
+	struct fid_cntr cntr_fid;
+	struct fid_cntr *base;
+	struct th_domain *domain;
+	atomic_int ref;
+};
+
+struct th_cq {
+	struct fid_cq cq_fid;
+	struct fid_cq *base;
+	struct th_domain *domain;
+	atomic_int ref;
+	enum fi_cq_format format; /* the caller's */
+	int translate;		  /* cuda mode: base CQ is TAGGED, entries rewritten */
+};
+
+struct th_ep {
+	struct fid_ep ep_fid;
+	struct fid_ep *base;
+	struct th_domain *domain;
+	struct th_cq *tx_cq, *rx_cq;
+	struct th_av *av;
+	struct th_cntr *cntrs[8];
+	size_t ncntrs;
+	struct th_eq *eq;
+	int enabled;
+	uint64_t tx_op_flags, rx_op_flags;
+	int tx_selective, rx_selective;
+	int p2p_set, p2p_value;
+};
+
+static inline int th_mr_is_cuda(const struct th_mr *mr)
+{
+	return mr && mr->iface == FI_HMEM_CUDA;
+}
+
+/* th_domain.c */
+int th_domain_open(struct fid_fabric *fabric, struct fi_info *info,
+		   struct fid_domain **domain, void *context);
+struct th_mr *th_domain_find_cuda(struct th_domain *dom, const void *buf, size_t len);
+void th_count(struct th_domain *dom, const struct th_mr *mr, int is_recv, size_t bytes);
+
+/* th_ep.c */
+int th_endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+		     void *context);
+
+/* th_prov.c: EQ */
+int th_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct fid_eq **eq,
+	       void *context);
+
+/* ---- cuda mode (th_cuda.c) ---- */
+
+enum th_op_kind { TH_OP_SEND, TH_OP_RECV, TH_OP_READ, TH_OP_WRITE };
+
+struct th_bounce {
+	void *buf;
+	size_t cap;
+	struct fid_mr *mr; /* base registration when the base needs FI_MR_LOCAL */
+	void *desc;
+	int cls;
+	struct th_bounce *next;	    /* free list of its size class */
+	struct th_bounce *next_all; /* every buffer of the domain, freed at close */
+};
+
+/* A data operation on CUDA memory in flight in cuda mode. Its address is the
+ * context the base provider sees; the fi_context2 first satisfies FI_CONTEXT(2). */
+struct th_op {
+	struct fi_context2 fi_ctx;
+	enum th_op_kind kind;
+	int in_use;
+	int want_comp;
+	void *user_ctx;
+	struct th_bounce *bounce;
+	size_t len; /* bytes the bounce carries */
+	size_t iov_count;
+	struct iovec iov[TH_IOV_MAX]; /* caller's buffers */
+	int iov_cuda[TH_IOV_MAX];
+	struct th_op *next_free;
+};
+
+int th_cuda_domain_init(struct th_domain *dom);
+void th_cuda_domain_fini(struct th_domain *dom);
+int th_cuda_is_device(struct th_domain *dom, const void *p);
+struct th_op *th_op_get(struct th_domain *dom);
+void th_op_put(struct th_domain *dom, struct th_op *op);
+struct th_op *th_op_from_ctx(struct th_domain *dom, void *ctx);
+struct th_op *th_op_find_user(struct th_domain *dom, void *user_ctx);
+struct th_bounce *th_bounce_get(struct th_domain *dom, size_t len);
+void th_bounce_put(struct th_domain *dom, struct th_bounce *b);
+int th_cuda_d2h(struct th_domain *dom, void *dst, const void *src, size_t n);
+int th_cuda_h2d(struct th_domain *dom, void *dst, const void *src, size_t n);
+/* Finishes a completed op: copies received data to the caller's buffers. */
+void th_op_complete(struct th_domain *dom, struct th_op *op, size_t len, int ok);
+
+#endif /* TESTHMEM_H */

@@ -1,0 +1,887 @@
+/*
+ * testhmem domain, memory registration, AV, CQ and counter wrappers.
+ */
+#include "testhmem.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static atomic_uint th_next_domain_id;
+
+/* ---- accounting ---- */
+
+void th_count(struct th_domain *dom, const struct th_mr *mr, int is_recv, size_t bytes)
+{
+	struct th_counters *c = &dom->counts[th_mr_is_cuda(mr) ? TH_IF_CUDA : TH_IF_SYSTEM];
+
+	if (is_recv) {
+		atomic_fetch_add(&c->recvs, 1);
+		atomic_fetch_add(&c->recv_bytes, bytes);
+	} else {
+		atomic_fetch_add(&c->sends, 1);
+		atomic_fetch_add(&c->send_bytes, bytes);
+	}
+}
+
+static void th_log_summary(struct th_domain *dom)
+{
+	static const char *const names[TH_IF_COUNT] = { "system", "cuda" };
+	int i;
+
+	for (i = 0; i < TH_IF_COUNT; i++) {
+		struct th_counters *c = &dom->counts[i];
+		unsigned long sb = atomic_load(&c->send_bytes), rb = atomic_load(&c->recv_bytes);
+
+		th_log("ops iface=%s sends=%lu recvs=%lu bytes=%lu send_bytes=%lu "
+		       "recv_bytes=%lu injects=%lu reads=%lu writes=%lu rma_bytes=%lu regs=%lu "
+		       "dom=%u pid=%d",
+		       names[i], atomic_load(&c->sends), atomic_load(&c->recvs), sb + rb, sb, rb,
+		       atomic_load(&c->injects), atomic_load(&c->reads), atomic_load(&c->writes),
+		       atomic_load(&c->rma_bytes), atomic_load(&c->regs), dom->id, (int)getpid());
+	}
+	th_log("check bad_desc=%lu nodesc_cuda=%lu copy_errors=%lu dom=%u pid=%d",
+	       atomic_load(&dom->bad_desc), atomic_load(&dom->nodesc_cuda),
+	       atomic_load(&dom->copy_errors), dom->id, (int)getpid());
+}
+
+/* The live CUDA MR holding [buf, buf+len), or NULL. */
+struct th_mr *th_domain_find_cuda(struct th_domain *dom, const void *buf, size_t len)
+{
+	uintptr_t p = (uintptr_t)buf;
+	struct th_mr *mr, *found = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&dom->lock);
+	for (mr = dom->cuda_mrs; mr && !found; mr = mr->next_cuda) {
+		for (i = 0; i < mr->iov_count; i++) {
+			uintptr_t s = (uintptr_t)mr->iov[i].iov_base;
+
+			if (p >= s && p - s <= mr->iov[i].iov_len &&
+			    len <= mr->iov[i].iov_len - (p - s)) {
+				found = mr;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&dom->lock);
+	return found;
+}
+
+/* ---- memory registration ---- */
+
+static int th_mr_close(struct fid *fid)
+{
+	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
+	struct th_domain *dom = mr->domain;
+	int ret;
+
+	ret = fi_close(&mr->base->fid);
+	if (ret)
+		return ret;
+	if (mr->iface == FI_HMEM_CUDA) {
+		pthread_mutex_lock(&dom->lock);
+		if (mr->prev_cuda)
+			mr->prev_cuda->next_cuda = mr->next_cuda;
+		else
+			dom->cuda_mrs = mr->next_cuda;
+		if (mr->next_cuda)
+			mr->next_cuda->prev_cuda = mr->prev_cuda;
+		pthread_mutex_unlock(&dom->lock);
+	}
+	th_log("dereg iface=%s len=%zu dom=%u", th_iface_name(mr->iface), mr->len, dom->id);
+	atomic_fetch_sub(&dom->ref, 1);
+	mr->magic = 0;
+	free(mr);
+	return 0;
+}
+
+static int th_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
+	struct fid *target;
+
+	switch (bfid->fclass) {
+	case FI_CLASS_EP:
+		target = &container_of(bfid, struct th_ep, ep_fid.fid)->base->fid;
+		break;
+	case FI_CLASS_CNTR:
+		target = &container_of(bfid, struct th_cntr, cntr_fid.fid)->base->fid;
+		break;
+	default:
+		return -FI_EINVAL;
+	}
+	return fi_mr_bind(mr->base, target, flags);
+}
+
+static int th_mr_control(struct fid *fid, int command, void *arg)
+{
+	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
+	int ret = fi_control(&mr->base->fid, command, arg);
+
+	if (!ret && command == FI_ENABLE)
+		mr->mr_fid.key = mr->base->key; /* FI_MR_ENDPOINT: keys exist after enable */
+	return ret;
+}
+
+static struct fi_ops th_mr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = th_mr_close,
+	.bind = th_mr_bind,
+	.control = th_mr_control,
+	.ops_open = th_no_ops_open,
+	.tostr = th_no_tostr,
+	.ops_set = th_no_ops_set,
+};
+
+static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
+			 struct fid_mr **mr_fid)
+{
+	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
+	struct fi_mr_attr battr;
+	struct th_mr *mr;
+	size_t i, len = 0;
+	int device, ret;
+
+	if (!attr || !mr_fid || attr->iov_count > TH_IOV_MAX || (attr->iov_count && !attr->mr_iov))
+		return -FI_EINVAL;
+	if (attr->iface != FI_HMEM_SYSTEM && attr->iface != FI_HMEM_CUDA) {
+		th_log("reg iface=%s refused=ENOSYS dom=%u", th_iface_name(attr->iface), dom->id);
+		return -FI_ENOSYS;
+	}
+	for (i = 0; i < attr->iov_count; i++)
+		len += attr->mr_iov[i].iov_len;
+	device = attr->iface == FI_HMEM_CUDA ? attr->device.cuda : 0;
+
+	if (attr->iface == FI_HMEM_CUDA && dom->cuda) {
+		for (i = 0; i < attr->iov_count; i++) {
+			if (!th_cuda_is_device(dom, attr->mr_iov[i].iov_base)) {
+				th_log("error reg-not-device iface=cuda device=%d len=%zu dom=%u",
+				       device, len, dom->id);
+				return -FI_EINVAL;
+			}
+		}
+	}
+
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -FI_ENOMEM;
+	/* underneath, every buffer is host memory to the base provider */
+	battr = *attr;
+	battr.iface = FI_HMEM_SYSTEM;
+	battr.device.reserved = 0;
+	ret = fi_mr_regattr(dom->base, &battr, flags & ~FI_HMEM_DEVICE_ONLY, &mr->base);
+	if (ret) {
+		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " failed=%d dom=%u",
+		       th_iface_name(attr->iface), device, len, attr->access, ret, dom->id);
+		free(mr);
+		return ret;
+	}
+
+	mr->magic = TH_MR_MAGIC;
+	mr->domain = dom;
+	mr->iface = attr->iface;
+	mr->device = device;
+	mr->access = attr->access;
+	mr->iov_count = attr->iov_count;
+	memcpy(mr->iov, attr->mr_iov, attr->iov_count * sizeof(struct iovec));
+	mr->len = len;
+	mr->mr_fid.fid.fclass = FI_CLASS_MR;
+	mr->mr_fid.fid.context = attr->context;
+	mr->mr_fid.fid.ops = &th_mr_fi_ops;
+	mr->mr_fid.mem_desc = mr; /* the caller's desc is the wrapper itself */
+	mr->mr_fid.key = mr->base->key;
+
+	if (mr->iface == FI_HMEM_CUDA) {
+		pthread_mutex_lock(&dom->lock);
+		mr->next_cuda = dom->cuda_mrs;
+		if (dom->cuda_mrs)
+			dom->cuda_mrs->prev_cuda = mr;
+		dom->cuda_mrs = mr;
+		pthread_mutex_unlock(&dom->lock);
+	}
+	atomic_fetch_add(&dom->counts[th_mr_is_cuda(mr) ? TH_IF_CUDA : TH_IF_SYSTEM].regs, 1);
+	atomic_fetch_add(&dom->ref, 1);
+	th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u",
+	       th_iface_name(mr->iface), device, len, mr->access, dom->id);
+	*mr_fid = &mr->mr_fid;
+	return 0;
+}
+
+static int th_mr_regv(struct fid *fid, const struct iovec *iov, size_t count, uint64_t access,
+		      uint64_t offset, uint64_t requested_key, uint64_t flags,
+		      struct fid_mr **mr, void *context)
+{
+	struct fi_mr_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.mr_iov = iov;
+	attr.iov_count = count;
+	attr.access = access;
+	attr.offset = offset;
+	attr.requested_key = requested_key;
+	attr.context = context;
+	attr.iface = FI_HMEM_SYSTEM;
+	return th_mr_regattr(fid, &attr, flags, mr);
+}
+
+static int th_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t access,
+		     uint64_t offset, uint64_t requested_key, uint64_t flags,
+		     struct fid_mr **mr, void *context)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	return th_mr_regv(fid, &iov, 1, access, offset, requested_key, flags, mr, context);
+}
+
+static struct fi_ops_mr th_mr_ops = {
+	.size = sizeof(struct fi_ops_mr),
+	.reg = th_mr_reg,
+	.regv = th_mr_regv,
+	.regattr = th_mr_regattr,
+};
+
+/* ---- AV ---- */
+
+static int th_av_close(struct fid *fid)
+{
+	struct th_av *av = container_of(fid, struct th_av, av_fid.fid);
+	int ret;
+
+	if (atomic_load(&av->ref))
+		return -FI_EBUSY;
+	ret = fi_close(&av->base->fid);
+	if (ret)
+		return ret;
+	atomic_fetch_sub(&av->domain->ref, 1);
+	free(av);
+	return 0;
+}
+
+static int th_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct th_av *av = container_of(fid, struct th_av, av_fid.fid);
+
+	if (bfid->fclass != FI_CLASS_EQ)
+		return -FI_EINVAL;
+	return fi_av_bind(av->base, &container_of(bfid, struct th_eq, eq_fid.fid)->base->fid,
+			  flags);
+}
+
+static int th_av_control(struct fid *fid, int command, void *arg)
+{
+	struct th_av *av = container_of(fid, struct th_av, av_fid.fid);
+
+	return fi_control(&av->base->fid, command, arg);
+}
+
+static int th_av_insert(struct fid_av *av_fid, const void *addr, size_t count,
+			fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_insert(av->base, addr, count, fi_addr, flags, context);
+}
+
+static int th_av_insertsvc(struct fid_av *av_fid, const char *node, const char *service,
+			   fi_addr_t *fi_addr, uint64_t flags, void *context)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_insertsvc(av->base, node, service, fi_addr, flags, context);
+}
+
+static int th_av_insertsym(struct fid_av *av_fid, const char *node, size_t nodecnt,
+			   const char *service, size_t svccnt, fi_addr_t *fi_addr,
+			   uint64_t flags, void *context)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_insertsym(av->base, node, nodecnt, service, svccnt, fi_addr, flags,
+			       context);
+}
+
+static int th_av_remove(struct fid_av *av_fid, fi_addr_t *fi_addr, size_t count,
+			uint64_t flags)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_remove(av->base, fi_addr, count, flags);
+}
+
+static int th_av_lookup(struct fid_av *av_fid, fi_addr_t fi_addr, void *addr,
+			size_t *addrlen)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_lookup(av->base, fi_addr, addr, addrlen);
+}
+
+static const char *th_av_straddr(struct fid_av *av_fid, const void *addr, char *buf,
+				 size_t *len)
+{
+	struct th_av *av = container_of(av_fid, struct th_av, av_fid);
+
+	return fi_av_straddr(av->base, addr, buf, len);
+}
+
+static int th_no_av_set(struct fid_av *av, struct fi_av_set_attr *attr,
+			struct fid_av_set **av_set, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static struct fi_ops th_av_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = th_av_close,
+	.bind = th_av_bind,
+	.control = th_av_control,
+	.ops_open = th_no_ops_open,
+	.tostr = th_no_tostr,
+	.ops_set = th_no_ops_set,
+};
+
+static struct fi_ops_av th_av_ops = {
+	.size = sizeof(struct fi_ops_av),
+	.insert = th_av_insert,
+	.insertsvc = th_av_insertsvc,
+	.insertsym = th_av_insertsym,
+	.remove = th_av_remove,
+	.lookup = th_av_lookup,
+	.straddr = th_av_straddr,
+	.av_set = th_no_av_set,
+};
+
+static int th_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct fid_av **av_fid,
+		      void *context)
+{
+	struct th_domain *dom = container_of(domain, struct th_domain, domain_fid);
+	struct th_av *av = calloc(1, sizeof(*av));
+	int ret;
+
+	if (!av)
+		return -FI_ENOMEM;
+	ret = fi_av_open(dom->base, attr, &av->base, context);
+	if (ret) {
+		free(av);
+		return ret;
+	}
+	av->domain = dom;
+	av->av_fid.fid.fclass = FI_CLASS_AV;
+	av->av_fid.fid.context = context;
+	av->av_fid.fid.ops = &th_av_fi_ops;
+	av->av_fid.ops = &th_av_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*av_fid = &av->av_fid;
+	return 0;
+}
+
+/* ---- CQ ---- */
+
+#define TH_CQ_BATCH 64
+
+static size_t th_cq_entry_size(enum fi_cq_format format)
+{
+	switch (format) {
+	case FI_CQ_FORMAT_MSG:
+		return sizeof(struct fi_cq_msg_entry);
+	case FI_CQ_FORMAT_DATA:
+		return sizeof(struct fi_cq_data_entry);
+	case FI_CQ_FORMAT_TAGGED:
+		return sizeof(struct fi_cq_tagged_entry);
+	default:
+		return sizeof(struct fi_cq_entry);
+	}
+}
+
+/* Writes entry e as the i-th entry of buf in the caller's format. */
+static void th_cq_store(enum fi_cq_format format, void *buf, size_t i,
+			const struct fi_cq_tagged_entry *e)
+{
+	char *slot = (char *)buf + i * th_cq_entry_size(format);
+
+	switch (format) {
+	case FI_CQ_FORMAT_MSG: {
+		struct fi_cq_msg_entry m = { e->op_context, e->flags, e->len };
+
+		memcpy(slot, &m, sizeof(m));
+		break;
+	}
+	case FI_CQ_FORMAT_DATA: {
+		struct fi_cq_data_entry d = { e->op_context, e->flags, e->len, e->buf, e->data };
+
+		memcpy(slot, &d, sizeof(d));
+		break;
+	}
+	case FI_CQ_FORMAT_TAGGED:
+		memcpy(slot, e, sizeof(*e));
+		break;
+	default: {
+		struct fi_cq_entry c = { e->op_context };
+
+		memcpy(slot, &c, sizeof(c));
+		break;
+	}
+	}
+}
+
+/* cuda mode: finishes our ops among n base entries, gives the caller's contexts
+ * back, drops completions the caller did not ask for, and stores the rest. */
+static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, ssize_t n,
+			    void *buf, fi_addr_t *src_addr)
+{
+	ssize_t i, out = 0;
+
+	for (i = 0; i < n; i++) {
+		struct th_op *op = th_op_from_ctx(cq->domain, ents[i].op_context);
+
+		if (op) {
+			int want = op->want_comp;
+
+			if (ents[i].buf)
+				ents[i].buf = op->iov_count ? op->iov[0].iov_base : NULL;
+			ents[i].op_context = op->user_ctx;
+			th_op_complete(cq->domain, op, ents[i].len, 1);
+			if (!want)
+				continue;
+		}
+		th_cq_store(cq->format, buf, (size_t)out, &ents[i]);
+		if (src_addr)
+			src_addr[out] = src_addr[i];
+		out++;
+	}
+	return out ? out : -FI_EAGAIN;
+}
+
+static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			      fi_addr_t *src_addr)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
+	ssize_t n;
+
+	if (!cq->translate)
+		return src_addr ? fi_cq_readfrom(cq->base, buf, count, src_addr)
+				: fi_cq_read(cq->base, buf, count);
+	if (count > TH_CQ_BATCH)
+		count = TH_CQ_BATCH;
+	n = src_addr ? fi_cq_readfrom(cq->base, ents, count, src_addr)
+		     : fi_cq_read(cq->base, ents, count);
+	if (n <= 0)
+		return n;
+	return th_cq_finish(cq, ents, n, buf, src_addr);
+}
+
+static ssize_t th_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
+{
+	return th_cq_readfrom(cq_fid, buf, count, NULL);
+}
+
+static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
+			       fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
+	ssize_t n;
+
+	if (!cq->translate)
+		return src_addr ? fi_cq_sreadfrom(cq->base, buf, count, src_addr, cond, timeout)
+				: fi_cq_sread(cq->base, buf, count, cond, timeout);
+	if (count > TH_CQ_BATCH)
+		count = TH_CQ_BATCH;
+	n = src_addr ? fi_cq_sreadfrom(cq->base, ents, count, src_addr, cond, timeout)
+		     : fi_cq_sread(cq->base, ents, count, cond, timeout);
+	if (n <= 0)
+		return n;
+	return th_cq_finish(cq, ents, n, buf, src_addr);
+}
+
+static ssize_t th_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const void *cond,
+			   int timeout)
+{
+	return th_cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
+}
+
+static ssize_t th_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
+			     uint64_t flags)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	ssize_t ret = fi_cq_readerr(cq->base, buf, flags);
+	struct th_op *op;
+
+	if (ret <= 0 || !cq->translate)
+		return ret;
+	op = th_op_from_ctx(cq->domain, buf->op_context);
+	if (op) {
+		if (buf->buf)
+			buf->buf = op->iov_count ? op->iov[0].iov_base : NULL;
+		buf->op_context = op->user_ctx;
+		th_op_complete(cq->domain, op, 0, 0);
+	}
+	return ret;
+}
+
+static int th_cq_signal(struct fid_cq *cq_fid)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+
+	return fi_cq_signal(cq->base);
+}
+
+static const char *th_cq_strerror(struct fid_cq *cq_fid, int prov_errno, const void *err_data,
+				  char *buf, size_t len)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+
+	return fi_cq_strerror(cq->base, prov_errno, err_data, buf, len);
+}
+
+static int th_cq_close(struct fid *fid)
+{
+	struct th_cq *cq = container_of(fid, struct th_cq, cq_fid.fid);
+	int ret;
+
+	if (atomic_load(&cq->ref))
+		return -FI_EBUSY;
+	ret = fi_close(&cq->base->fid);
+	if (ret)
+		return ret;
+	atomic_fetch_sub(&cq->domain->ref, 1);
+	free(cq);
+	return 0;
+}
+
+static int th_cq_control(struct fid *fid, int command, void *arg)
+{
+	struct th_cq *cq = container_of(fid, struct th_cq, cq_fid.fid);
+
+	return fi_control(&cq->base->fid, command, arg);
+}
+
+static struct fi_ops th_cq_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = th_cq_close,
+	.bind = th_no_bind,
+	.control = th_cq_control,
+	.ops_open = th_no_ops_open,
+	.tostr = th_no_tostr,
+	.ops_set = th_no_ops_set,
+};
+
+static struct fi_ops_cq th_cq_ops = {
+	.size = sizeof(struct fi_ops_cq),
+	.read = th_cq_read,
+	.readfrom = th_cq_readfrom,
+	.readerr = th_cq_readerr,
+	.sread = th_cq_sread,
+	.sreadfrom = th_cq_sreadfrom,
+	.signal = th_cq_signal,
+	.strerror = th_cq_strerror,
+};
+
+static int th_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct fid_cq **cq_fid,
+		      void *context)
+{
+	struct th_domain *dom = container_of(domain, struct th_domain, domain_fid);
+	struct fi_cq_attr battr;
+	struct th_cq *cq;
+	int ret;
+
+	if (!attr || !cq_fid)
+		return -FI_EINVAL;
+	if (attr->wait_obj == FI_WAIT_SET)
+		return -FI_ENOSYS;
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return -FI_ENOMEM;
+	cq->domain = dom;
+	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+	battr = *attr;
+	if (dom->cuda) {
+		/* the widest format carries everything any caller format needs */
+		cq->translate = 1;
+		battr.format = FI_CQ_FORMAT_TAGGED;
+	}
+	ret = fi_cq_open(dom->base, &battr, &cq->base, context);
+	if (ret) {
+		free(cq);
+		return ret;
+	}
+	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
+	cq->cq_fid.fid.context = context;
+	cq->cq_fid.fid.ops = &th_cq_fi_ops;
+	cq->cq_fid.ops = &th_cq_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*cq_fid = &cq->cq_fid;
+	return 0;
+}
+
+/* ---- counters ---- */
+
+static uint64_t th_cntr_read(struct fid_cntr *cntr_fid)
+{
+	return fi_cntr_read(container_of(cntr_fid, struct th_cntr, cntr_fid)->base);
+}
+
+static uint64_t th_cntr_readerr(struct fid_cntr *cntr_fid)
+{
+	return fi_cntr_readerr(container_of(cntr_fid, struct th_cntr, cntr_fid)->base);
+}
+
+static int th_cntr_add(struct fid_cntr *cntr_fid, uint64_t value)
+{
+	return fi_cntr_add(container_of(cntr_fid, struct th_cntr, cntr_fid)->base, value);
+}
+
+static int th_cntr_set(struct fid_cntr *cntr_fid, uint64_t value)
+{
+	return fi_cntr_set(container_of(cntr_fid, struct th_cntr, cntr_fid)->base, value);
+}
+
+static int th_cntr_wait(struct fid_cntr *cntr_fid, uint64_t threshold, int timeout)
+{
+	return fi_cntr_wait(container_of(cntr_fid, struct th_cntr, cntr_fid)->base, threshold,
+			    timeout);
+}
+
+static int th_cntr_adderr(struct fid_cntr *cntr_fid, uint64_t value)
+{
+	return fi_cntr_adderr(container_of(cntr_fid, struct th_cntr, cntr_fid)->base, value);
+}
+
+static int th_cntr_seterr(struct fid_cntr *cntr_fid, uint64_t value)
+{
+	return fi_cntr_seterr(container_of(cntr_fid, struct th_cntr, cntr_fid)->base, value);
+}
+
+static int th_cntr_close(struct fid *fid)
+{
+	struct th_cntr *cntr = container_of(fid, struct th_cntr, cntr_fid.fid);
+	int ret;
+
+	if (atomic_load(&cntr->ref))
+		return -FI_EBUSY;
+	ret = fi_close(&cntr->base->fid);
+	if (ret)
+		return ret;
+	atomic_fetch_sub(&cntr->domain->ref, 1);
+	free(cntr);
+	return 0;
+}
+
+static int th_cntr_control(struct fid *fid, int command, void *arg)
+{
+	struct th_cntr *cntr = container_of(fid, struct th_cntr, cntr_fid.fid);
+
+	return fi_control(&cntr->base->fid, command, arg);
+}
+
+static struct fi_ops th_cntr_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = th_cntr_close,
+	.bind = th_no_bind,
+	.control = th_cntr_control,
+	.ops_open = th_no_ops_open,
+	.tostr = th_no_tostr,
+	.ops_set = th_no_ops_set,
+};
+
+static struct fi_ops_cntr th_cntr_ops = {
+	.size = sizeof(struct fi_ops_cntr),
+	.read = th_cntr_read,
+	.readerr = th_cntr_readerr,
+	.add = th_cntr_add,
+	.set = th_cntr_set,
+	.wait = th_cntr_wait,
+	.adderr = th_cntr_adderr,
+	.seterr = th_cntr_seterr,
+};
+
+static int th_cntr_open(struct fid_domain *domain, struct fi_cntr_attr *attr,
+			struct fid_cntr **cntr_fid, void *context)
+{
+	struct th_domain *dom = container_of(domain, struct th_domain, domain_fid);
+	struct th_cntr *cntr;
+	int ret;
+
+	if (attr && attr->wait_obj == FI_WAIT_SET)
+		return -FI_ENOSYS;
+	cntr = calloc(1, sizeof(*cntr));
+	if (!cntr)
+		return -FI_ENOMEM;
+	ret = fi_cntr_open(dom->base, attr, &cntr->base, context);
+	if (ret) {
+		free(cntr);
+		return ret;
+	}
+	cntr->domain = dom;
+	cntr->cntr_fid.fid.fclass = FI_CLASS_CNTR;
+	cntr->cntr_fid.fid.context = context;
+	cntr->cntr_fid.fid.ops = &th_cntr_fi_ops;
+	cntr->cntr_fid.ops = &th_cntr_ops;
+	atomic_fetch_add(&dom->ref, 1);
+	*cntr_fid = &cntr->cntr_fid;
+	return 0;
+}
+
+/* ---- domain ---- */
+
+static int th_domain_close(struct fid *fid)
+{
+	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
+	int ret;
+
+	if (atomic_load(&dom->ref))
+		return -FI_EBUSY;
+	th_log_summary(dom);
+	th_cuda_domain_fini(dom); /* bounce buffers are registered with the base domain */
+	ret = fi_close(&dom->base->fid);
+	if (ret)
+		return ret;
+	th_log("domain close mode=%s dom=%u pid=%d", dom->mode == TH_MODE_CUDA ? "cuda" : "host",
+	       dom->id, (int)getpid());
+	atomic_fetch_sub(&dom->fabric->ref, 1);
+	pthread_mutex_destroy(&dom->lock);
+	free(dom);
+	return 0;
+}
+
+static int th_domain_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
+{
+	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
+
+	if (bfid->fclass != FI_CLASS_EQ)
+		return -FI_EINVAL;
+	return fi_domain_bind(dom->base, &container_of(bfid, struct th_eq, eq_fid.fid)->base->fid,
+			      flags);
+}
+
+static int th_domain_control(struct fid *fid, int command, void *arg)
+{
+	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
+
+	return fi_control(&dom->base->fid, command, arg);
+}
+
+static int th_no_scalable_ep(struct fid_domain *domain, struct fi_info *info,
+			     struct fid_ep **sep, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_no_poll_open(struct fid_domain *domain, struct fi_poll_attr *attr,
+			   struct fid_poll **pollset)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_no_stx_ctx(struct fid_domain *domain, struct fi_tx_attr *attr,
+			 struct fid_stx **stx, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_no_srx_ctx(struct fid_domain *domain, struct fi_rx_attr *attr,
+			 struct fid_ep **rx_ep, void *context)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_no_query_atomic(struct fid_domain *domain, enum fi_datatype datatype,
+			      enum fi_op op, struct fi_atomic_attr *attr, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_no_query_collective(struct fid_domain *domain, enum fi_collective_op coll,
+				  struct fi_collective_attr *attr, uint64_t flags)
+{
+	return -FI_ENOSYS;
+}
+
+static int th_endpoint2(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,
+			uint64_t flags, void *context)
+{
+	if (flags)
+		return -FI_EINVAL;
+	return th_endpoint_open(domain, info, ep, context);
+}
+
+static struct fi_ops th_domain_fi_ops = {
+	.size = sizeof(struct fi_ops),
+	.close = th_domain_close,
+	.bind = th_domain_bind,
+	.control = th_domain_control,
+	.ops_open = th_no_ops_open,
+	.tostr = th_no_tostr,
+	.ops_set = th_no_ops_set,
+};
+
+static struct fi_ops_domain th_domain_ops = {
+	.size = sizeof(struct fi_ops_domain),
+	.av_open = th_av_open,
+	.cq_open = th_cq_open,
+	.endpoint = th_endpoint_open,
+	.scalable_ep = th_no_scalable_ep,
+	.cntr_open = th_cntr_open,
+	.poll_open = th_no_poll_open,
+	.stx_ctx = th_no_stx_ctx,
+	.srx_ctx = th_no_srx_ctx,
+	.query_atomic = th_no_query_atomic,
+	.query_collective = th_no_query_collective,
+	.endpoint2 = th_endpoint2,
+};
+
+int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **domain,
+		   void *context)
+{
+	struct th_fabric *fab = container_of(fabric, struct th_fabric, fabric_fid);
+	struct fi_info *binfo;
+	struct th_domain *dom;
+	int ret;
+
+	if (!info || !domain)
+		return -FI_EINVAL;
+	dom = calloc(1, sizeof(*dom));
+	if (!dom)
+		return -FI_ENOMEM;
+	binfo = th_info_to_base(info, fab->base_name);
+	if (!binfo) {
+		free(dom);
+		return -FI_ENOMEM;
+	}
+	ret = fi_domain(fab->base, binfo, &dom->base, context);
+	dom->base_mr_mode = binfo->domain_attr ? (uint64_t)binfo->domain_attr->mr_mode : 0;
+	fi_freeinfo(binfo);
+	if (ret) {
+		FI_WARN(&th_prov, FI_LOG_DOMAIN, "fi_domain(%s): %s\n", fab->base_name,
+			fi_strerror(-ret));
+		free(dom);
+		return ret;
+	}
+	dom->fabric = fab;
+	dom->id = atomic_fetch_add(&th_next_domain_id, 1) + 1;
+	dom->mode = th_mode_from_env();
+	pthread_mutex_init(&dom->lock, NULL);
+	if (dom->mode == TH_MODE_CUDA) {
+		ret = th_cuda_domain_init(dom);
+		if (ret) {
+			th_log("error domain-open mode=cuda ret=%d", ret);
+			fi_close(&dom->base->fid);
+			pthread_mutex_destroy(&dom->lock);
+			free(dom);
+			return ret;
+		}
+	}
+	dom->domain_fid.fid.fclass = FI_CLASS_DOMAIN;
+	dom->domain_fid.fid.context = context;
+	dom->domain_fid.fid.ops = &th_domain_fi_ops;
+	dom->domain_fid.ops = &th_domain_ops;
+	dom->domain_fid.mr = &th_mr_ops;
+	atomic_fetch_add(&fab->ref, 1);
+	th_log("domain open mode=%s base=%s dom=%u pid=%d",
+	       dom->mode == TH_MODE_CUDA ? "cuda" : "host", fab->base_name, dom->id, (int)getpid());
+	*domain = &dom->domain_fid;
+	return 0;
+}

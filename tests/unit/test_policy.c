@@ -1,0 +1,1179 @@
+/*
+ * test_policy.c - provider selection and the GPU-memory decision over
+ * synthetic inputs. The fi_info lists are built by hand with fi_allocinfo (no
+ * fabric is opened); the probe answers and CUDA facts are plain structs.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "abi/nccl_net_abi.h"
+#include "cfg/cfg.h"
+#include "policy/policy.h"
+#include "unit.h"
+
+/* ---- settings ---- */
+
+struct settings {
+	const char *provider, *hmem, *dmabuf;
+};
+
+static const char *settings_lookup(const char *name, void *arg)
+{
+	const struct settings *s = arg;
+	if (!strcmp(name, "NCCL_FABRIC_PROVIDER"))
+		return s->provider;
+	if (!strcmp(name, "NCCL_FABRIC_HMEM"))
+		return s->hmem;
+	if (!strcmp(name, "NCCL_FABRIC_DMABUF"))
+		return s->dmabuf;
+	return NULL;
+}
+
+static void make_cfg(struct fab_cfg *cfg, const char *provider, const char *hmem, const char *dmabuf)
+{
+	struct settings s = { provider, hmem, dmabuf };
+	int invalid = fab_cfg_load(cfg, settings_lookup, &s);
+	if (invalid)
+		fprintf(stderr, "  test bug: %d invalid settings\n", invalid);
+}
+
+/* ---- synthetic fi_info lists ---- */
+
+#define CAPS_BASE (FI_TAGGED | FI_MSG)
+#define TAG_FMT_64 0ULL
+
+struct entry {
+	const char *prov, *fabric, *domain;
+	uint64_t extra_caps;   /* beyond what the attempt asked for */
+	uint64_t drop_caps;    /* removed from what the attempt asked for */
+	uint64_t mode;
+	int mr_mode;           /* added to FI_MR_LOCAL|FI_MR_VIRT_ADDR|... below */
+	uint64_t tag_fmt;
+	int ep_type;           /* 0: FI_EP_RDM */
+	const char *ipv4;      /* src_addr, when set */
+	int ipv6_loopback;     /* src_addr ::1 */
+	int local_only;        /* a single-host provider: no FI_REMOTE_COMM in caps */
+};
+
+struct scenario {
+	int n;
+	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	struct fab_attempt_result res[FAB_POLICY_MAX_ATTEMPTS];
+	struct fi_info *tail[FAB_POLICY_MAX_ATTEMPTS];
+	struct fab_cfg cfg;
+	struct fab_selection sel;
+};
+
+enum {
+	A_HMEM_RMA = 0, /* the order fab_policy_plan produces */
+	A_HMEM = 1,
+	A_HOST_RMA = 2,
+	A_HOST = 3,
+	A_LOCAL_HMEM_RMA = 4,
+	A_LOCAL_HOST_RMA = 6,
+	A_LOCAL_HOST = 7,
+};
+
+static void scen_init(struct scenario *s, const char *provider)
+{
+	memset(s, 0, sizeof(*s));
+	make_cfg(&s->cfg, provider, NULL, NULL);
+	s->n = fab_policy_plan(&s->cfg, FI_VERSION(1, 20), s->plan);
+	for (int a = 0; a < s->n; a++) {
+		s->res[a].plan = s->plan[a];
+		s->res[a].rc = -FI_ENODATA;
+		s->res[a].infos = NULL;
+	}
+}
+
+/* Appends an entry, shaped as a provider answers attempt a. */
+static struct fi_info *scen_add(struct scenario *s, int a, const struct entry *e)
+{
+	struct fi_info *i = fi_allocinfo();
+	if (!i)
+		abort();
+	const struct fab_attempt_plan *p = &s->plan[a];
+	i->caps = (p->caps | e->extra_caps | FI_LOCAL_COMM | (e->local_only ? 0 : FI_REMOTE_COMM)) &
+		  ~e->drop_caps;
+	if (e->local_only)
+		i->caps &= ~FI_REMOTE_COMM;
+	i->mode = e->mode;
+	i->ep_attr->type = e->ep_type ? (enum fi_ep_type)e->ep_type : FI_EP_RDM;
+	i->ep_attr->mem_tag_format = e->tag_fmt;
+	i->domain_attr->mr_mode = (p->mr_mode & (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY |
+						 FI_MR_ALLOCATED | FI_MR_HMEM)) |
+				  e->mr_mode;
+	i->fabric_attr->prov_name = strdup(e->prov);
+	i->fabric_attr->name = strdup(e->fabric ? e->fabric : "fab0");
+	i->domain_attr->name = strdup(e->domain);
+	i->addr_format = FI_SOCKADDR_IN;
+	if (e->ipv4) {
+		struct sockaddr_in *sin = calloc(1, sizeof(*sin));
+		sin->sin_family = AF_INET;
+		inet_pton(AF_INET, e->ipv4, &sin->sin_addr);
+		i->src_addr = sin;
+		i->src_addrlen = sizeof(*sin);
+	} else if (e->ipv6_loopback) {
+		struct sockaddr_in6 *sin6 = calloc(1, sizeof(*sin6));
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_addr = in6addr_loopback;
+		i->addr_format = FI_SOCKADDR_IN6;
+		i->src_addr = sin6;
+		i->src_addrlen = sizeof(*sin6);
+	}
+	if (s->tail[a])
+		s->tail[a]->next = i;
+	else
+		s->res[a].infos = i;
+	s->tail[a] = i;
+	s->res[a].rc = 0;
+	return i;
+}
+
+static void scen_free(struct scenario *s)
+{
+	for (int a = 0; a < s->n; a++)
+		if (s->res[a].infos)
+			fi_freeinfo((struct fi_info *)s->res[a].infos);
+}
+
+static int scen_select(struct scenario *s)
+{
+	return fab_policy_select(s->res, s->n, &s->cfg, &s->sel);
+}
+
+/* The candidate that came from info. */
+static const struct fab_cand *cand_of(const struct scenario *s, const struct fi_info *info)
+{
+	for (int k = 0; k < s->sel.ncands; k++)
+		if (s->sel.cands[k].info == info)
+			return &s->sel.cands[k];
+	return NULL;
+}
+
+static const char *reason_of(const struct scenario *s, const struct fi_info *info)
+{
+	const struct fab_cand *c = cand_of(s, info);
+	return c ? c->reason : "(no candidate)";
+}
+
+static int kept(const struct scenario *s, const struct fi_info *info)
+{
+	const struct fab_cand *c = cand_of(s, info);
+	return c && c->kept;
+}
+
+static const struct entry TCP_ETH0 = { .prov = "tcp;ofi_rxm", .fabric = "192.0.2.0/24", .domain = "eth0",
+				       .ipv4 = "192.0.2.2" };
+static const struct entry TCP_LO = { .prov = "tcp;ofi_rxm", .fabric = "127.0.0.1/32", .domain = "lo",
+				     .ipv4 = "127.0.0.1" };
+static const struct entry TCP_LO6 = { .prov = "tcp;ofi_rxm", .fabric = "::1/128", .domain = "lo",
+				      .ipv6_loopback = 1 };
+static const struct entry VERBS = { .prov = "verbs;ofi_rxm", .fabric = "IB-0xfe80", .domain = "mlx5_0" };
+static const struct entry EFA = { .prov = "efa", .fabric = "efa", .domain = "rdmap16s27-rdm" };
+static const struct entry SHM = { .prov = "shm", .fabric = "shm", .domain = "shm", .local_only = 1 };
+
+/* ---- plan ---- */
+
+static int test_plan_unnamed(void)
+{
+	struct fab_cfg cfg;
+	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	make_cfg(&cfg, NULL, NULL, NULL);
+	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
+	CHECK_EQ(n, 4);
+	/* FI_HMEM first, each with and then without RMA */
+	static const struct { int hmem, rma; } want[4] = { { 1, 1 }, { 1, 0 }, { 0, 1 }, { 0, 0 } };
+	for (int a = 0; a < n && a < 4; a++) {
+		const struct fab_attempt_plan *p = &plan[a];
+		CHECK_EQ(p->hmem, want[a].hmem);
+		CHECK_EQ(p->rma, want[a].rma);
+		CHECK_EQ(p->remote, 1);
+		CHECK((p->caps & (FI_TAGGED | FI_MSG | FI_REMOTE_COMM)) ==
+		      (FI_TAGGED | FI_MSG | FI_REMOTE_COMM));
+		CHECK_EQ(!!(p->caps & FI_HMEM), want[a].hmem);
+		CHECK_EQ(!!(p->mr_mode & FI_MR_HMEM), want[a].hmem);
+		CHECK_EQ((p->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), want[a].rma);
+		CHECK_EQ(p->caps & FI_LOCAL_COMM, 0);
+		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2));
+		CHECK_EQ(p->mr_mode & ~FAB_SUPPORTED_MR_MODE, 0);
+		CHECK(p->mr_mode & FI_MR_LOCAL);
+		CHECK(p->label[0] != '\0');
+		CHECK_STR_CONTAINS(p->label, want[a].hmem ? "FI_HMEM" : "host memory");
+		CHECK_STR_CONTAINS(p->label, "FI_REMOTE_COMM");
+		for (int b = 0; b < a; b++)
+			CHECK(strcmp(plan[b].label, p->label) != 0);
+	}
+	return 0;
+}
+
+static int test_plan_named(void)
+{
+	struct fab_cfg cfg;
+	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	make_cfg(&cfg, "shm", NULL, NULL);
+	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
+	CHECK_EQ(n, 8);
+	CHECK(n <= FAB_POLICY_MAX_ATTEMPTS);
+	for (int a = 0; a < n; a++) {
+		CHECK_EQ(plan[a].remote, a < 4);
+		CHECK_EQ(!!(plan[a].caps & FI_REMOTE_COMM), a < 4);
+		/* no locality bit at all in the single-host pass */
+		CHECK_EQ(plan[a].caps & FI_LOCAL_COMM, 0);
+		CHECK_EQ(plan[a].hmem, (a % 4) < 2);
+		CHECK_EQ(plan[a].rma, (a % 2) == 0);
+		if (a >= 4)
+			CHECK_STR_CONTAINS(plan[a].label, "single-host");
+	}
+	/* an exclude-only list names nothing: no single-host pass */
+	make_cfg(&cfg, "^efa", NULL, NULL);
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 20), plan), 4);
+	make_cfg(&cfg, "^efa,shm", NULL, NULL);
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 20), plan), 8);
+	return 0;
+}
+
+static int test_plan_api_version(void)
+{
+	static const struct { uint32_t fi, api; } cases[] = {
+		{ 0, FI_VERSION(1, 17) },
+		{ FI_VERSION(1, 5), FI_VERSION(1, 17) },
+		{ FI_VERSION(1, 17), FI_VERSION(1, 17) },
+		{ FI_VERSION(1, 18), FI_VERSION(1, 18) },
+		{ FI_VERSION(1, 20), FI_VERSION(1, 20) },
+		{ FI_VERSION(1, 22), FI_VERSION(1, 22) },
+		{ FI_VERSION(1, 23), FI_VERSION(1, 22) },
+		{ FI_VERSION(2, 0), FI_VERSION(1, 22) },
+		{ FI_VERSION(2, 3), FI_VERSION(1, 22) },
+	};
+	struct fab_cfg cfg;
+	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	make_cfg(&cfg, "tcp", NULL, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = fab_policy_plan(&cfg, cases[i].fi, plan);
+		for (int a = 0; a < n; a++) {
+			if (plan[a].api_version != cases[i].api)
+				fprintf(stderr, "  fi_version 0x%x: api 0x%x, expected 0x%x\n", cases[i].fi,
+					plan[a].api_version, cases[i].api);
+			CHECK_EQ(plan[a].api_version, cases[i].api);
+		}
+	}
+	return 0;
+}
+
+/* ---- small pure helpers ---- */
+
+static int test_tag_bits(void)
+{
+	CHECK_EQ(fab_policy_tag_bits(0), 64);
+	CHECK_EQ(fab_policy_tag_bits(0xaaaaaaaaaaaaaaaaULL), 64); /* FI_TAG_GENERIC */
+	CHECK_EQ(fab_policy_tag_bits(0x5555555555555555ULL), 64);
+	CHECK_EQ(fab_policy_tag_bits(0xffffffffffffffffULL), 64);
+	CHECK_EQ(fab_policy_tag_bits(0x8000000000000000ULL), 64);
+	CHECK_EQ(fab_policy_tag_bits(0x7fffffffffffffffULL), 63);
+	CHECK_EQ(fab_policy_tag_bits(0x0000ffffffffffffULL), 48);
+	CHECK_EQ(fab_policy_tag_bits(0x00007fffffffffffULL), 47);
+	CHECK_EQ(fab_policy_tag_bits(0x00000000ffffffffULL), 32);
+	CHECK_EQ(fab_policy_tag_bits(1), 1);
+	return 0;
+}
+
+static int test_name_matches(void)
+{
+	CHECK(fab_policy_name_matches("tcp;ofi_rxm", "tcp;ofi_rxm"));
+	CHECK(fab_policy_name_matches("tcp", "tcp;ofi_rxm"));       /* core name */
+	CHECK(fab_policy_name_matches("TCP", "tcp;ofi_rxm"));       /* any case */
+	CHECK(fab_policy_name_matches("Tcp;OFI_rxm", "tcp;ofi_rxm"));
+	CHECK(fab_policy_name_matches("tcp", "tcp"));
+	CHECK(fab_policy_name_matches("shm", "shm"));
+	CHECK(!fab_policy_name_matches("ofi_rxm", "tcp;ofi_rxm")); /* utility name: no */
+	CHECK(!fab_policy_name_matches("tc", "tcp;ofi_rxm"));      /* prefix: no */
+	CHECK(!fab_policy_name_matches("tcpx", "tcp;ofi_rxm"));
+	CHECK(!fab_policy_name_matches("tcp;ofi_rxm", "tcp"));
+	CHECK(!fab_policy_name_matches("tcp;ofi_rxd", "tcp;ofi_rxm"));
+	CHECK(!fab_policy_name_matches("verbs", "tcp;ofi_rxm"));
+	CHECK(!fab_policy_name_matches("", "tcp"));
+	return 0;
+}
+
+/* ---- selection ---- */
+
+static int test_select_first_wins(void)
+{
+	struct scenario s;
+	scen_init(&s, NULL);
+	struct fi_info *v = scen_add(&s, A_HOST_RMA, &VERBS);
+	struct fi_info *t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(s.sel.ok);
+	CHECK(!strcmp(s.sel.provider, "verbs;ofi_rxm"));
+	CHECK_STR_CONTAINS(s.sel.reason, "verbs;ofi_rxm");
+	CHECK_STR_CONTAINS(s.sel.reason, "first provider libfabric offers");
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(!strcmp(s.sel.devs[0].name, "mlx5_0"));
+	CHECK(s.sel.devs[0].host_info == v);
+	CHECK(s.sel.devs[0].hmem_info == NULL);
+	CHECK(!s.sel.has_hmem);
+	CHECK(!s.sel.local_only);
+	CHECK(kept(&s, v));
+	CHECK(!kept(&s, t));
+	CHECK_STR_CONTAINS(reason_of(&s, t), "provider verbs;ofi_rxm comes first");
+	CHECK_EQ(s.sel.ncands, 2);
+	scen_free(&s);
+
+	/* FI_HMEM attempts come first: efa there beats tcp listed first in the host pass */
+	scen_init(&s, NULL);
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *e = scen_add(&s, A_HMEM_RMA, &EFA);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "efa"));
+	CHECK(s.sel.has_hmem);
+	CHECK(s.sel.devs[0].hmem_info == e);
+	CHECK(!kept(&s, t));
+	/* the candidate records its attempt and what it got */
+	const struct fab_cand *c = cand_of(&s, e);
+	CHECK(c && c->attempt == A_HMEM_RMA && c->hmem && c->rma && c->remote);
+	CHECK(c && c->tag_bits == 64);
+	CHECK(c && !strcmp(c->domain, "rdmap16s27-rdm") && !strcmp(c->fabric, "efa"));
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_include_order(void)
+{
+	struct scenario s;
+	scen_init(&s, "tcp,verbs");
+	struct fi_info *v = scen_add(&s, A_HOST_RMA, &VERBS);
+	struct fi_info *t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm")); /* named first wins, core name matches */
+	CHECK_STR_CONTAINS(s.sel.reason, "named in NCCL_FABRIC_PROVIDER");
+	CHECK(kept(&s, t));
+	CHECK(!kept(&s, v));
+	CHECK_STR_CONTAINS(reason_of(&s, v), "comes first");
+	scen_free(&s);
+
+	/* the other order */
+	scen_init(&s, " verbs , tcp ");
+	v = scen_add(&s, A_HOST_RMA, &VERBS);
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "verbs;ofi_rxm"));
+	scen_free(&s);
+
+	/* a provider not named is rejected outright */
+	scen_init(&s, "tcp");
+	v = scen_add(&s, A_HMEM_RMA, &VERBS);
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK_STR_CONTAINS(reason_of(&s, v), "not named in NCCL_FABRIC_PROVIDER");
+	CHECK(!s.sel.has_hmem);
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_exclude(void)
+{
+	struct scenario s;
+	scen_init(&s, "^verbs");
+	struct fi_info *v = scen_add(&s, A_HOST_RMA, &VERBS);
+	struct fi_info *t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK_STR_CONTAINS(reason_of(&s, v), "excluded by NCCL_FABRIC_PROVIDER");
+	CHECK(kept(&s, t));
+	/* exclude-only: still "the first provider", not "named" */
+	CHECK_STR_CONTAINS(s.sel.reason, "first provider libfabric offers");
+	scen_free(&s);
+
+	/* exclude by core name, and exclude beats include */
+	scen_init(&s, "tcp,verbs,^tcp");
+	v = scen_add(&s, A_HOST_RMA, &VERBS);
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "verbs;ofi_rxm"));
+	CHECK_STR_CONTAINS(reason_of(&s, t), "excluded");
+	scen_free(&s);
+
+	/* everything excluded: no provider, and the reason names the setting */
+	scen_init(&s, "^tcp");
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK(!s.sel.ok);
+	CHECK_EQ(s.sel.ndevs, 0);
+	CHECK(s.sel.reason[0] != '\0');
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_single_host(void)
+{
+	struct scenario s;
+	/* shm answers only the single-host pass, which runs only when providers
+	 * are named; named list without shm: not used */
+	scen_init(&s, "tcp");
+	struct fi_info *m = scen_add(&s, A_LOCAL_HOST_RMA, &SHM);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK(!s.sel.ok);
+	CHECK_STR_CONTAINS(reason_of(&s, m), "not named in NCCL_FABRIC_PROVIDER");
+	CHECK_STR_CONTAINS(s.sel.reason, "matched no usable provider");
+	scen_free(&s);
+
+	/* an exclude-only list names nothing: no single-host pass at all */
+	scen_init(&s, "^efa");
+	CHECK_EQ(s.n, 4);
+	scen_free(&s);
+
+	/* with a real provider present, that one is used */
+	scen_init(&s, "tcp");
+	m = scen_add(&s, A_LOCAL_HOST_RMA, &SHM);
+	struct fi_info *t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK(!kept(&s, m));
+	CHECK(kept(&s, t));
+	scen_free(&s);
+
+	/* named: used, and flagged as single-host */
+	scen_init(&s, "shm");
+	m = scen_add(&s, A_LOCAL_HOST_RMA, &SHM);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(s.sel.ok);
+	CHECK(!strcmp(s.sel.provider, "shm"));
+	CHECK(s.sel.local_only);
+	CHECK_STR_CONTAINS(s.sel.reason, "single-host provider: ranks must share a host");
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(s.sel.devs[0].host_info == m);
+	const struct fab_cand *c = cand_of(&s, m);
+	CHECK(c && !c->remote);
+	scen_free(&s);
+
+	/* named after tcp: tcp wins and the result is not single-host */
+	scen_init(&s, "tcp,shm");
+	m = scen_add(&s, A_LOCAL_HOST_RMA, &SHM);
+	t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK(!s.sel.local_only);
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_rejections(void)
+{
+	struct scenario s;
+	scen_init(&s, NULL);
+	struct entry e;
+
+	e = VERBS;
+	e.domain = "mode";
+	e.mode = FI_MSG_PREFIX;
+	struct fi_info *i_mode = scen_add(&s, A_HOST_RMA, &e);
+	e.domain = "ctx";
+	e.mode = FI_CONTEXT | FI_CONTEXT2; /* honoured: fine */
+	struct fi_info *i_ctx = scen_add(&s, A_HOST, &e);
+	e.mode = 0;
+	e.domain = "mrraw";
+	e.mr_mode = FI_MR_RAW;
+	struct fi_info *i_mr = scen_add(&s, A_HOST_RMA, &e);
+	e.mr_mode = 0;
+	e.domain = "tags44";
+	e.tag_fmt = 0x00000fffffffffffULL;
+	struct fi_info *i_tags = scen_add(&s, A_HOST_RMA, &e);
+	e.domain = "tags48";
+	e.tag_fmt = 0x0000ffffffffffffULL; /* exactly enough */
+	struct fi_info *i_tags48 = scen_add(&s, A_HOST_RMA, &e);
+	e.tag_fmt = 0;
+	e.domain = "msgep";
+	e.ep_type = FI_EP_MSG;
+	struct fi_info *i_ep = scen_add(&s, A_HOST_RMA, &e);
+	e.ep_type = 0;
+	e.domain = "notag";
+	e.drop_caps = FI_TAGGED;
+	struct fi_info *i_notag = scen_add(&s, A_HOST_RMA, &e);
+
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_STR_CONTAINS(reason_of(&s, i_mode), "mode bits");
+	CHECK_STR_CONTAINS(reason_of(&s, i_mode), "0x400000000000000"); /* FI_MSG_PREFIX */
+	CHECK_STR_CONTAINS(reason_of(&s, i_mr), "mr_mode bits 0x8");
+	CHECK_STR_CONTAINS(reason_of(&s, i_tags), "offers 44 tag bits; the plugin needs 48");
+	CHECK_STR_CONTAINS(reason_of(&s, i_ep), "FI_EP_RDM");
+	CHECK_STR_CONTAINS(reason_of(&s, i_notag), "lacks FI_TAGGED|FI_MSG");
+	CHECK(!kept(&s, i_mode) && !kept(&s, i_mr) && !kept(&s, i_tags) && !kept(&s, i_ep) &&
+	      !kept(&s, i_notag));
+	CHECK(kept(&s, i_ctx));
+	CHECK(kept(&s, i_tags48));
+	CHECK_EQ(s.sel.ndevs, 2); /* tags48 and ctx, in discovery order */
+	CHECK(!strcmp(s.sel.devs[0].name, "tags48"));
+	CHECK(!strcmp(s.sel.devs[1].name, "ctx"));
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_none(void)
+{
+	struct scenario s;
+	/* nothing answered at all */
+	scen_init(&s, NULL);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK(!s.sel.ok);
+	CHECK_EQ(s.sel.ncands, 0);
+	CHECK_EQ(s.sel.ndevs, 0);
+	CHECK_STR_CONTAINS(s.sel.reason, "no libfabric provider offers RDM endpoints");
+	scen_free(&s);
+
+	/* only unusable entries */
+	scen_init(&s, NULL);
+	struct entry e = TCP_ETH0;
+	e.tag_fmt = 0xffffffffULL;
+	scen_add(&s, A_HOST, &e);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK(!s.sel.ok);
+	CHECK_EQ(s.sel.ncands, 1);
+	scen_free(&s);
+
+	/* a named provider that is not there */
+	scen_init(&s, "efa");
+	scen_add(&s, A_HOST, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK_STR_CONTAINS(s.sel.reason, "NCCL_FABRIC_PROVIDER=efa matched no usable provider");
+	scen_free(&s);
+
+	/* a failed attempt's list is ignored even when a pointer is left in it */
+	scen_init(&s, NULL);
+	scen_add(&s, A_HOST, &TCP_ETH0);
+	s.res[A_HOST].rc = -FI_ENODATA;
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK_EQ(s.sel.ncands, 0);
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_one_device_per_domain(void)
+{
+	struct scenario s;
+	/* IPv4 and IPv6 entries of lo: one device */
+	scen_init(&s, NULL);
+	struct fi_info *l4 = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	struct fi_info *l6 = scen_add(&s, A_HOST_RMA, &TCP_LO6);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(!strcmp(s.sel.devs[0].name, "lo"));
+	CHECK(s.sel.devs[0].host_info == l4);
+	CHECK(kept(&s, l4));
+	CHECK(!kept(&s, l6));
+	CHECK_STR_CONTAINS(reason_of(&s, l6), "same provider and domain as candidate 0");
+	scen_free(&s);
+
+	/* two real interfaces: two devices, names unique, in order */
+	scen_init(&s, NULL);
+	struct entry e1 = TCP_ETH0;
+	e1.domain = "eth1";
+	e1.fabric = "198.51.100.0/24";
+	e1.ipv4 = "198.51.100.7";
+	scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct entry e0v6 = TCP_ETH0;
+	e0v6.fabric = "fd00::/64";
+	e0v6.ipv4 = NULL;
+	scen_add(&s, A_HOST_RMA, &e0v6);
+	scen_add(&s, A_HOST_RMA, &e1);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ndevs, 2);
+	CHECK(!strcmp(s.sel.devs[0].name, "eth0"));
+	CHECK(!strcmp(s.sel.devs[1].name, "eth1"));
+	CHECK(strcmp(s.sel.devs[0].name, s.sel.devs[1].name) != 0);
+	CHECK_STR_CONTAINS(s.sel.reason, "2 devices");
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_loopback(void)
+{
+	struct scenario s;
+	/* a real interface exists: lo is not used */
+	scen_init(&s, NULL);
+	struct fi_info *lo = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	struct fi_info *eth = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *lo6 = scen_add(&s, A_HOST_RMA, &TCP_LO6);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(!strcmp(s.sel.devs[0].name, "eth0"));
+	CHECK(!s.sel.devs[0].loopback);
+	CHECK(kept(&s, eth));
+	CHECK(!kept(&s, lo));
+	CHECK_STR_CONTAINS(reason_of(&s, lo), "loopback interface");
+	CHECK(!kept(&s, lo6));
+	CHECK_STR_CONTAINS(s.sel.reason, "; 1 device");
+	CHECK(!strstr(s.sel.reason, "devices"));
+	scen_free(&s);
+
+	/* loopback is all there is: used, and marked */
+	scen_init(&s, NULL);
+	lo = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(s.sel.devs[0].loopback);
+	CHECK(s.sel.devs[0].host_info == lo);
+	scen_free(&s);
+
+	/* loopback found by address, whatever the domain's name (IPv4 127/8 and ::1) */
+	scen_init(&s, NULL);
+	struct entry a4 = TCP_LO;
+	a4.domain = "lo-a";
+	a4.ipv4 = "127.1.2.3";
+	struct entry a6 = TCP_LO6;
+	a6.domain = "lo-b";
+	struct entry real = TCP_ETH0;
+	real.domain = "veth0";
+	real.ipv4 = "10.127.0.1"; /* 127 in another octet is not loopback */
+	struct fi_info *i4 = scen_add(&s, A_HOST_RMA, &a4);
+	struct fi_info *i6 = scen_add(&s, A_HOST_RMA, &a6);
+	struct fi_info *ir = scen_add(&s, A_HOST_RMA, &real);
+	CHECK_EQ(scen_select(&s), 0);
+	const struct fab_cand *c4 = cand_of(&s, i4), *c6 = cand_of(&s, i6), *cr = cand_of(&s, ir);
+	CHECK(c4 && c4->loopback);
+	CHECK(c6 && c6->loopback);
+	CHECK(cr && !cr->loopback);
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(!strcmp(s.sel.devs[0].name, "veth0"));
+	scen_free(&s);
+
+	/* loopback of another provider does not count as a real interface of this one */
+	scen_init(&s, NULL);
+	lo = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	struct entry vlo = VERBS;
+	vlo.domain = "rxe_lo";
+	scen_add(&s, A_HOST_RMA, &vlo);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK(kept(&s, lo));
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_hmem_host_per_device(void)
+{
+	struct scenario s;
+	scen_init(&s, NULL);
+	struct entry e2 = EFA;
+	e2.domain = "rdmap32s27-rdm";
+	/* device 1 answers the FI_HMEM and host passes, device 2 only the host pass */
+	struct fi_info *h1 = scen_add(&s, A_HMEM_RMA, &EFA);
+	struct fi_info *h1b = scen_add(&s, A_HMEM, &EFA);
+	struct fi_info *c1 = scen_add(&s, A_HOST_RMA, &EFA);
+	struct fi_info *c2 = scen_add(&s, A_HOST_RMA, &e2);
+	struct fi_info *c1b = scen_add(&s, A_HOST, &EFA);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "efa"));
+	CHECK(s.sel.has_hmem);
+	CHECK_EQ(s.sel.ndevs, 2);
+	CHECK(s.sel.devs[0].hmem_info == h1); /* the first FI_HMEM entry (with RMA) */
+	CHECK(s.sel.devs[0].host_info == c1);
+	CHECK(s.sel.devs[1].hmem_info == NULL);
+	CHECK(s.sel.devs[1].host_info == c2);
+	CHECK(!kept(&s, h1b));
+	CHECK(!kept(&s, c1b));
+	const struct fab_cand *ch = cand_of(&s, h1), *cc = cand_of(&s, c1);
+	CHECK(ch && ch->hmem);
+	CHECK(cc && !cc->hmem);
+	scen_free(&s);
+
+	/* a host-pass entry that also advertises FI_HMEM is still the host entry */
+	scen_init(&s, NULL);
+	struct entry eh = EFA;
+	eh.extra_caps = FI_HMEM;
+	c1 = scen_add(&s, A_HOST_RMA, &eh);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(s.sel.devs[0].host_info == c1);
+	CHECK(s.sel.devs[0].hmem_info == NULL);
+	CHECK(!s.sel.has_hmem);
+	scen_free(&s);
+
+	/* an FI_HMEM-pass entry without FI_HMEM in its caps is a host entry */
+	scen_init(&s, NULL);
+	struct entry nh = EFA;
+	nh.drop_caps = FI_HMEM;
+	struct fi_info *x = scen_add(&s, A_HMEM_RMA, &nh);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(s.sel.devs[0].hmem_info == NULL);
+	CHECK(s.sel.devs[0].host_info == x);
+	CHECK(!s.sel.has_hmem);
+	/* and the RMA flag needs both FI_RMA and FI_READ */
+	scen_free(&s);
+	scen_init(&s, NULL);
+	struct entry nr = EFA;
+	nr.drop_caps = FI_READ;
+	x = scen_add(&s, A_HOST_RMA, &nr);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(cand_of(&s, x) && !cand_of(&s, x)->rma);
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_twins(void)
+{
+	struct scenario s;
+	scen_init(&s, NULL);
+	struct fi_info *a = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *b = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *c = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *other_attempt = scen_add(&s, A_HOST, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	const struct fab_cand *ca = cand_of(&s, a);
+	CHECK(ca != NULL);
+	CHECK(ca && ca->twins == 2);
+	CHECK(cand_of(&s, b) == NULL); /* counted, not listed */
+	CHECK(cand_of(&s, c) == NULL);
+	CHECK(cand_of(&s, other_attempt) != NULL); /* another attempt is no twin */
+	CHECK_EQ(s.sel.ncands, 2);
+	CHECK_EQ(s.sel.ndevs, 1);
+	scen_free(&s);
+
+	/* different caps: not twins */
+	scen_init(&s, NULL);
+	a = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct entry e = TCP_ETH0;
+	e.extra_caps = FI_DIRECTED_RECV;
+	b = scen_add(&s, A_HOST_RMA, &e);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(cand_of(&s, b) != NULL);
+	CHECK_EQ(cand_of(&s, a)->twins, 0);
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_limits(void)
+{
+	struct scenario s;
+	char names[300][16];
+	/* more kept domains than devices NCCL gets */
+	scen_init(&s, NULL);
+	for (int i = 0; i < 40; i++) {
+		struct entry e = VERBS;
+		snprintf(names[i], sizeof(names[i]), "mlx5_%d", i);
+		e.domain = names[i];
+		scen_add(&s, A_HOST_RMA, &e);
+	}
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ndevs, FAB_POLICY_MAX_DEVS);
+	CHECK_STR_CONTAINS(s.sel.cands[39].reason, "more than 32 devices");
+	CHECK(!s.sel.cands[39].kept);
+	CHECK(!strcmp(s.sel.devs[31].name, "mlx5_31"));
+	scen_free(&s);
+
+	/* more entries than candidates: truncated, said so */
+	scen_init(&s, NULL);
+	for (int i = 0; i < 300; i++) {
+		struct entry e = VERBS;
+		snprintf(names[i], sizeof(names[i]), "d%d", i);
+		e.domain = names[i];
+		scen_add(&s, A_HOST_RMA, &e);
+	}
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ncands, FAB_POLICY_MAX_CANDS);
+	CHECK_STR_CONTAINS(s.sel.reason, "candidate list truncated");
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_realistic_tcp(void)
+{
+	/* what this machine's tcp;ofi_rxm lists, in the four remote attempts,
+	 * plus the single-host pass because the user named tcp */
+	struct scenario s;
+	scen_init(&s, "tcp");
+	struct entry e6 = TCP_ETH0, ll = TCP_ETH0;
+	e6.fabric = "fd00::/64";
+	e6.ipv4 = NULL;
+	ll.fabric = "fe80::/64";
+	ll.ipv4 = NULL;
+	const struct fi_info *first = NULL;
+	for (int a = A_HOST_RMA; a < s.n; a++) {
+		if (a >= 4 && (a % 4) < 2)
+			continue; /* tcp has no FI_HMEM */
+		const struct fi_info *i = scen_add(&s, a, &TCP_ETH0);
+		if (!first)
+			first = i;
+		scen_add(&s, a, &ll);
+		scen_add(&s, a, &e6);
+		scen_add(&s, a, &TCP_LO);
+		scen_add(&s, a, &TCP_LO6);
+	}
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK_EQ(s.sel.ndevs, 1);
+	CHECK(s.sel.devs[0].host_info == first);
+	CHECK(!s.sel.has_hmem);
+	CHECK(!s.sel.local_only);
+	int nkept = 0;
+	for (int k = 0; k < s.sel.ncands; k++) {
+		nkept += s.sel.cands[k].kept;
+		CHECK(s.sel.cands[k].reason[0] != '\0');
+	}
+	CHECK_EQ(nkept, 1);
+	scen_free(&s);
+	return 0;
+}
+
+/* ---- the GPU-memory decision ---- */
+
+#define V117 FI_VERSION(1, 17)
+#define V118 FI_VERSION(1, 18)
+#define V120 FI_VERSION(1, 20)
+#define V200 FI_VERSION(2, 0)
+
+enum probe_kind { P_NONE, P_FAILED, P_OPEN };
+#define OTHER_ERR (-FI_EIO)
+
+struct hmem_case {
+	const char *what;
+	/* inputs */
+	uint32_t fi_version;
+	int has_hmem;
+	enum probe_kind probe;
+	int rc;
+	const char *mode;   /* NCCL_FABRIC_HMEM */
+	int driver, ngpus, gpu_dmabuf;
+	const char *dmabuf; /* NCCL_FABRIC_DMABUF */
+	/* expected */
+	enum fab_hmem_verdict verdict;
+	int ptr;            /* NCCL_PTR_* */
+	const char *reason_has;
+	const char *reason_has2;
+	const char *reason_lacks;
+};
+
+#define H NCCL_PTR_HOST
+#define HC (NCCL_PTR_HOST | NCCL_PTR_CUDA)
+#define HCD (NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF)
+
+static const struct hmem_case hmem_cases[] = {
+	/* the setting first */
+	{ "off beats a perfect setup", V120, 1, P_OPEN, 0, "off", 1, 1, 1, "1",
+	  FAB_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
+	{ "off, no provider support", V117, 0, P_NONE, 0, "OFF", 0, 0, 0, "1",
+	  FAB_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
+	/* provider without FI_HMEM */
+	{ "auto, provider without FI_HMEM", V120, 0, P_NONE, 0, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", "prov-x", NULL },
+	{ "force cannot add FI_HMEM", V200, 0, P_NONE, 0, "force", 1, 8, 1, "1",
+	  FAB_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", NULL, NULL },
+	/* no GPU */
+	{ "no CUDA driver", V120, 1, P_OPEN, 0, "auto", 0, 0, 1, "1",
+	  FAB_HMEM_NO_GPU, H, "no GPU", "libcuda.so.1: not found", NULL },
+	{ "driver, 0 GPUs", V120, 1, P_OPEN, 0, "auto", 1, 0, 1, "1",
+	  FAB_HMEM_NO_GPU, H, "no GPU", "reports 0 GPUs", NULL },
+	{ "force, driver, 0 GPUs", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "force", 1, 0, 1, "1",
+	  FAB_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
+	{ "force, no driver", V118, 1, P_FAILED, 0, "force", 0, 0, 0, "1",
+	  FAB_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
+	/* the probe */
+	{ "probe failed", V120, 1, P_FAILED, 0, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_PROBE_FAILED, H, "probe endpoint", "fi_endpoint: boom", NULL },
+	{ "force, probe failed", V120, 1, P_FAILED, 0, "force", 1, 2, 1, "1",
+	  FAB_HMEM_PROBE_FAILED, H, "did not open", NULL, NULL },
+	/* the promise, and DMA-BUF */
+	{ "promised, 1.20, DMA-BUF", V120, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_PROMISED, HCD, "answered FI_OPT_CUDA_API_PERMITTED=false with 0", NULL, NULL },
+	{ "promised, 2.0, DMA-BUF", V200, 1, P_OPEN, 0, "auto", 1, 4, 1, "1",
+	  FAB_HMEM_PROMISED, HCD, "with 0", NULL, NULL },
+	{ "promised, 1.18: no DMA-BUF", V118, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	{ "promised, 1.17: no DMA-BUF", V117, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	{ "promised, GPU without DMA-BUF", V120, 1, P_OPEN, 0, "auto", 1, 1, 0, "1",
+	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	{ "promised, NCCL_FABRIC_DMABUF=0", V120, 1, P_OPEN, 0, "auto", 1, 1, 1, "0",
+	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	{ "force and promised: no warning", V120, 1, P_OPEN, 0, "force", 1, 1, 1, "1",
+	  FAB_HMEM_PROMISED, HCD, "with 0", NULL, "NCCL_FABRIC_HMEM=force" },
+	/* auto and no promise: refused, the answer in words */
+	{ "auto, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_REFUSED, H, "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API", NULL,
+	  "NCCL_FABRIC_HMEM=force" },
+	{ "auto, EINVAL", V120, 1, P_OPEN, -FI_EINVAL, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_REFUSED, H, "-FI_EINVAL", "NCCL_FABRIC_HMEM=force", NULL },
+	{ "auto, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_REFUSED, H, "does not know the option", "NCCL_FABRIC_HMEM=force", NULL },
+	{ "auto, ENOPROTOOPT on 1.20", V120, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_REFUSED, H, "-FI_ENOPROTOOPT", NULL, NULL },
+	{ "auto, another error", V118, 1, P_OPEN, OTHER_ERR, "auto", 1, 1, 1, "1",
+	  FAB_HMEM_REFUSED, H, "an unexpected error", NULL, NULL },
+	/* force and no promise: used, with a warning */
+	{ "force, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "force", 1, 1, 1, "1",
+	  FAB_HMEM_FORCED, HCD, "NCCL_FABRIC_HMEM=force", "-FI_EOPNOTSUPP", NULL },
+	{ "force, EINVAL, no DMA-BUF GPU", V120, 1, P_OPEN, -FI_EINVAL, "Force", 1, 1, 0, "1",
+	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "-FI_EINVAL", NULL },
+	{ "force, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "force", 1, 1, 1, "1",
+	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "does not know the option", NULL },
+	{ "force, another error, DMABUF=0", V200, 1, P_OPEN, OTHER_ERR, "force", 1, 1, 1, "0",
+	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "an unexpected error", NULL },
+};
+
+static void hmem_inputs(const struct hmem_case *hc, struct fab_selection *sel,
+			struct fab_probe *probe, struct fab_cuda_info *cuda, struct fab_cfg *cfg)
+{
+	memset(sel, 0, sizeof(*sel));
+	sel->ok = true;
+	snprintf(sel->provider, sizeof(sel->provider), "prov-x");
+	sel->has_hmem = hc->has_hmem;
+	memset(probe, 0, sizeof(*probe));
+	probe->attempted = hc->probe != P_NONE;
+	probe->opened = hc->probe == P_OPEN;
+	probe->cuda_api_permitted_rc = hc->probe == P_OPEN ? hc->rc : -FI_ENOPROTOOPT;
+	probe->p2p_rc = -FI_ENOPROTOOPT;
+	if (hc->probe == P_FAILED)
+		snprintf(probe->error, sizeof(probe->error), "fi_endpoint: boom");
+	memset(cuda, 0, sizeof(*cuda));
+	cuda->driver = hc->driver;
+	cuda->ngpus = hc->ngpus;
+	cuda->dmabuf = hc->gpu_dmabuf;
+	if (!hc->driver)
+		snprintf(cuda->error, sizeof(cuda->error), "libcuda.so.1: not found");
+	make_cfg(cfg, NULL, hc->mode, hc->dmabuf);
+}
+
+static int test_hmem_table(void)
+{
+	for (size_t i = 0; i < sizeof(hmem_cases) / sizeof(hmem_cases[0]); i++) {
+		const struct hmem_case *hc = &hmem_cases[i];
+		struct fab_selection *sel = calloc(1, sizeof(*sel));
+		struct fab_probe probe;
+		struct fab_cuda_info cuda;
+		struct fab_cfg cfg;
+		struct fab_hmem_decision d;
+		if (!sel)
+			return 1;
+		hmem_inputs(hc, sel, &probe, &cuda, &cfg);
+		memset(&d, 0x5a, sizeof(d));
+		fab_policy_hmem(sel, &probe, &cuda, &cfg, hc->fi_version, &d);
+
+		int before = unit_failures;
+		int forced = hc->verdict == FAB_HMEM_FORCED;
+		int used = hc->verdict == FAB_HMEM_PROMISED || forced;
+		CHECK_EQ(d.verdict, hc->verdict);
+		CHECK_EQ(d.use_hmem, used);
+		CHECK_EQ(d.ptr_support, hc->ptr);
+		CHECK_EQ(d.dmabuf, !!(hc->ptr & NCCL_PTR_DMABUF));
+		CHECK_EQ(d.warning[0] != '\0', forced); /* a WARN exactly when forced */
+		if (forced) {
+			CHECK_STR_CONTAINS(d.warning, "prov-x");
+			CHECK_STR_CONTAINS(d.warning, "deadlock");
+		}
+		CHECK(d.reason[0] != '\0');
+		CHECK(d.dmabuf_reason[0] != '\0');
+		CHECK(d.nccl_effect[0] != '\0');
+		CHECK(d.answer[0] != '\0');
+		CHECK(d.p2p[0] != '\0');
+		if (hc->reason_has)
+			CHECK_STR_CONTAINS(d.reason, hc->reason_has);
+		if (hc->reason_has2)
+			CHECK_STR_CONTAINS(d.reason, hc->reason_has2);
+		if (hc->reason_lacks)
+			CHECK(!strstr(d.reason, hc->reason_lacks));
+		CHECK_EQ(d.expected_cuda_rc, probe.cuda_api_permitted_rc);
+		/* the answer in words */
+		if (hc->probe == P_OPEN)
+			CHECK(!strcmp(d.answer, fab_policy_cuda_answer(hc->rc)));
+		else if (hc->probe == P_FAILED)
+			CHECK_STR_CONTAINS(d.answer, "probe endpoint failed");
+		else
+			CHECK_STR_CONTAINS(d.answer, "no FI_HMEM");
+		/* why DMA-BUF is (not) offered names the decisive fact */
+		if (d.dmabuf)
+			CHECK_STR_CONTAINS(d.dmabuf_reason, "yes");
+		else if (!used)
+			CHECK_STR_CONTAINS(d.dmabuf_reason, "GPU memory is not used");
+		else if (!strcmp(hc->dmabuf, "0"))
+			CHECK_STR_CONTAINS(d.dmabuf_reason, "NCCL_FABRIC_DMABUF=0");
+		else if (hc->fi_version < V120)
+			CHECK_STR_CONTAINS(d.dmabuf_reason, "needs 1.20");
+		else
+			CHECK_STR_CONTAINS(d.dmabuf_reason, "does not report DMA-BUF");
+		CHECK_STR_CONTAINS(d.nccl_effect, used ? "NCCL_NET_GDR_LEVEL" : "stages every transfer");
+		if (unit_failures != before)
+			fprintf(stderr, "  ^ case %zu \"%s\": verdict %s, reason: %s\n", i, hc->what,
+				fab_policy_verdict_name(d.verdict), d.reason);
+		free(sel);
+	}
+	return 0;
+}
+
+static int test_hmem_versions_text(void)
+{
+	/* the DMA-BUF reason quotes the runtime version it refused */
+	const struct hmem_case *hc = NULL;
+	for (size_t i = 0; i < sizeof(hmem_cases) / sizeof(hmem_cases[0]); i++)
+		if (!strcmp(hmem_cases[i].what, "promised, 1.18: no DMA-BUF"))
+			hc = &hmem_cases[i];
+	CHECK(hc != NULL);
+	if (!hc)
+		return 1;
+	struct fab_selection *sel = calloc(1, sizeof(*sel));
+	struct fab_probe probe;
+	struct fab_cuda_info cuda;
+	struct fab_cfg cfg;
+	struct fab_hmem_decision d;
+	hmem_inputs(hc, sel, &probe, &cuda, &cfg);
+	fab_policy_hmem(sel, &probe, &cuda, &cfg, FI_VERSION(1, 19), &d);
+	CHECK_STR_CONTAINS(d.dmabuf_reason, "libfabric 1.19");
+	/* no provider selected at all */
+	sel->ok = false;
+	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	CHECK_EQ(d.verdict, FAB_HMEM_NO_PROVIDER);
+	CHECK_STR_CONTAINS(d.reason, "(none)");
+	free(sel);
+	return 0;
+}
+
+static int test_hmem_sweep(void)
+{
+	/* every combination: the decision's invariants */
+	static const uint32_t versions[] = { V117, V118, V120, V200 };
+	static const int rcs[] = { 0, -FI_EOPNOTSUPP, -FI_EINVAL, -FI_ENOPROTOOPT, OTHER_ERR };
+	static const char *const modes[] = { "auto", "force", "off" };
+	struct fab_selection *sel = calloc(1, sizeof(*sel));
+	if (!sel)
+		return 1;
+	int n = 0, bad = 0;
+	for (int v = 0; v < 4; v++)
+	for (int hm = 0; hm < 2; hm++)
+	for (int pk = 0; pk < 3; pk++)
+	for (int r = 0; r < 5; r++)
+	for (int m = 0; m < 3; m++)
+	for (int drv = 0; drv < 2; drv++)
+	for (int ng = 0; ng < 2; ng++)
+	for (int gd = 0; gd < 2; gd++)
+	for (int cd = 0; cd < 2; cd++) {
+		struct hmem_case hc = { "sweep", versions[v], hm, (enum probe_kind)pk, rcs[r], modes[m],
+					drv, ng, gd, cd ? "1" : "0", 0, 0, NULL, NULL, NULL };
+		struct fab_probe probe;
+		struct fab_cuda_info cuda;
+		struct fab_cfg cfg;
+		struct fab_hmem_decision d;
+		hmem_inputs(&hc, sel, &probe, &cuda, &cfg);
+		fab_policy_hmem(sel, &probe, &cuda, &cfg, hc.fi_version, &d);
+		n++;
+		int gpu = drv && ng;
+		int ok = 1;
+		/* the decisive fact, in the order the policy documents */
+		enum fab_hmem_verdict want =
+			m == 2 ? FAB_HMEM_NO_SETTING :
+			!hm ? FAB_HMEM_NO_PROVIDER :
+			!gpu ? FAB_HMEM_NO_GPU :
+			pk != P_OPEN ? FAB_HMEM_PROBE_FAILED :
+			rcs[r] == 0 ? FAB_HMEM_PROMISED :
+			m == 1 ? FAB_HMEM_FORCED : FAB_HMEM_REFUSED;
+		ok &= d.verdict == want;
+		ok &= d.use_hmem == (want == FAB_HMEM_PROMISED || want == FAB_HMEM_FORCED);
+		ok &= (d.warning[0] != '\0') == (want == FAB_HMEM_FORCED);
+		ok &= d.dmabuf == (d.use_hmem && cd && versions[v] >= V120 && gd);
+		ok &= d.ptr_support == (NCCL_PTR_HOST | (d.use_hmem ? NCCL_PTR_CUDA : 0) |
+					(d.dmabuf ? NCCL_PTR_DMABUF : 0));
+		ok &= d.reason[0] != '\0';
+		if (!ok && bad++ < 5)
+			fprintf(stderr, "  sweep v=0x%x hmem=%d probe=%d rc=%d mode=%s drv=%d ngpus=%d "
+				"gpu_dmabuf=%d DMABUF=%d: verdict %d (want %d) use %d dmabuf %d ptr 0x%x\n",
+				versions[v], hm, pk, rcs[r], modes[m], drv, ng, gd, cd, d.verdict, want,
+				d.use_hmem, d.dmabuf, d.ptr_support);
+	}
+	CHECK_EQ(n, 4 * 2 * 3 * 5 * 3 * 2 * 2 * 2 * 2);
+	CHECK_EQ(bad, 0);
+	free(sel);
+	return 0;
+}
+
+static int test_hmem_p2p_words(void)
+{
+	static const struct { int p2p; const char *has; } cases[] = {
+		{ FI_HMEM_P2P_ENABLED, "GPUDirect enabled" },
+		{ FI_HMEM_P2P_REQUIRED, "GPUDirect required" },
+		{ FI_HMEM_P2P_PREFERRED, "GPUDirect preferred" },
+		{ FI_HMEM_P2P_DISABLED, "no GPUDirect" },
+		{ 77, "unknown stance 77" },
+	};
+	struct fab_selection *sel = calloc(1, sizeof(*sel));
+	if (!sel)
+		return 1;
+	struct fab_probe probe;
+	struct fab_cuda_info cuda;
+	struct fab_cfg cfg;
+	struct fab_hmem_decision d;
+	const struct hmem_case *hc = &hmem_cases[10]; /* promised, 1.20 */
+	CHECK_EQ(hc->verdict, FAB_HMEM_PROMISED);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		hmem_inputs(hc, sel, &probe, &cuda, &cfg);
+		probe.p2p_rc = 0;
+		probe.p2p = cases[i].p2p;
+		fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+		CHECK_STR_CONTAINS(d.p2p, cases[i].has);
+		CHECK_STR_CONTAINS(d.reason, cases[i].has); /* the promise sentence carries it */
+	}
+	hmem_inputs(hc, sel, &probe, &cuda, &cfg);
+	probe.p2p_rc = -FI_ENOPROTOOPT;
+	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	CHECK_STR_CONTAINS(d.p2p, "not reported");
+	probe.opened = false;
+	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	CHECK_STR_CONTAINS(d.p2p, "not asked");
+	free(sel);
+	return 0;
+}
+
+static int test_policy_words(void)
+{
+	static const int rcs[] = { 0, -FI_EOPNOTSUPP, -FI_EINVAL, -FI_ENOPROTOOPT, OTHER_ERR };
+	for (int i = 0; i < 5; i++) {
+		CHECK(fab_policy_cuda_answer(rcs[i])[0] != '\0');
+		for (int j = 0; j < i; j++)
+			CHECK(strcmp(fab_policy_cuda_answer(rcs[i]), fab_policy_cuda_answer(rcs[j])) != 0);
+	}
+	CHECK_STR_CONTAINS(fab_policy_cuda_answer(0), "promises");
+	CHECK(!strcmp(fab_policy_cuda_answer(-FI_EAGAIN), fab_policy_cuda_answer(OTHER_ERR)));
+	for (int v = FAB_HMEM_NO_SETTING; v <= FAB_HMEM_FORCED; v++) {
+		const char *name = fab_policy_verdict_name((enum fab_hmem_verdict)v);
+		CHECK(strcmp(name, "?") != 0);
+		for (int w = FAB_HMEM_NO_SETTING; w < v; w++)
+			CHECK(strcmp(name, fab_policy_verdict_name((enum fab_hmem_verdict)w)) != 0);
+	}
+	CHECK(!strcmp(fab_policy_verdict_name((enum fab_hmem_verdict)99), "?"));
+	return 0;
+}
+
+static const struct unit_test tests[] = {
+	TEST_ENTRY(test_plan_unnamed, "plan: FI_HMEM first, RMA variants, remote only when unnamed"),
+	TEST_ENTRY(test_plan_named, "plan: a named provider adds the single-host pass"),
+	TEST_ENTRY(test_plan_api_version, "plan: api_version capped between 1.17 and 1.22"),
+	TEST_ENTRY(test_tag_bits, "tag bits from mem_tag_format, generic patterns are 64"),
+	TEST_ENTRY(test_name_matches, "provider names: full or core name, any case, no prefixes"),
+	TEST_ENTRY(test_select_first_wins, "the first usable provider in discovery order wins"),
+	TEST_ENTRY(test_select_include_order, "NCCL_FABRIC_PROVIDER order beats discovery order"),
+	TEST_ENTRY(test_select_exclude, "^name excludes (core name too), beats include"),
+	TEST_ENTRY(test_select_single_host, "single-host providers only when named"),
+	TEST_ENTRY(test_select_rejections, "mode, mr_mode, tag bits, ep type, caps rejected with reasons"),
+	TEST_ENTRY(test_select_none, "no usable provider: ok=false with a reason"),
+	TEST_ENTRY(test_select_one_device_per_domain, "one device per domain (lo IPv4+IPv6 is one)"),
+	TEST_ENTRY(test_select_loopback, "loopback only when no real interface of the provider"),
+	TEST_ENTRY(test_select_hmem_host_per_device, "hmem_info and host_info per device"),
+	TEST_ENTRY(test_select_twins, "identical entries of an attempt count as twins"),
+	TEST_ENTRY(test_select_limits, "more than 32 devices, more than 256 candidates"),
+	TEST_ENTRY(test_select_realistic_tcp, "this host's tcp;ofi_rxm listing gives one eth0 device"),
+	TEST_ENTRY(test_hmem_table, "GPU-memory decision table: verdict, ptr bits, warning, reason"),
+	TEST_ENTRY(test_hmem_versions_text, "DMA-BUF reason quotes the version; no provider"),
+	TEST_ENTRY(test_hmem_sweep, "GPU-memory decision invariants over every input combination"),
+	TEST_ENTRY(test_hmem_p2p_words, "GPUDirect stance in words"),
+	TEST_ENTRY(test_policy_words, "answer and verdict names are distinct"),
+};
+
+int main(int argc, char **argv)
+{
+	return unit_main(tests, argc, argv);
+}
