@@ -132,6 +132,12 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 			.name = dev->props.name,
 		};
 		rc = fab_domain_open(&attr, &dev->dom);
+		for (int i = 0; !rc && i < dev->dom->nep; i++)
+			rc = proto_ep_start(dev, dev->dom->eps[i]);
+		if (rc && dev->dom) {
+			fab_domain_close(dev->dom);
+			dev->dom = NULL;
+		}
 		if (rc)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
 		else

@@ -140,6 +140,23 @@ int fab_mr_count(struct fab_domain *dom);
 
 /* ---- endpoint (fab_ep.c) ---- */
 
+/* An object that receives messages under an id of the endpoint's tag space
+ * (a listen comm, a connector, a connection). Embedded in its owner. */
+struct fab_ep_obj {
+	struct dlist link;
+	uint32_t id;
+	void *owner;
+};
+
+#define FAB_EP_ID_BUCKETS 256
+
+/* Called for each message of a receive pool, with the endpoint's CQ lock held.
+ * The buffer is re-posted when the handler returns. */
+typedef void (*fab_rx_handler_fn)(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+				  uint64_t tag);
+
+struct fab_rx_pool;
+
 struct fab_ep {
 	struct fab_domain *dom;
 	struct fid_ep *ep;
@@ -160,6 +177,9 @@ struct fab_ep {
 		fi_addr_t fi_addr;
 	} *addrs;
 	struct dlist zombies;       /* closed objects waiting for their last completion */
+	struct dlist ids[FAB_EP_ID_BUCKETS]; /* registered objects by id */
+	int nids;
+	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
 };
@@ -173,8 +193,18 @@ void fab_ep_close(struct fab_ep *ep);
 int fab_ep_progress(struct fab_ep *ep);
 /* Inserts a peer address (or finds it). */
 int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out);
-/* A fresh identifier, unique among the endpoint's live objects (never 0). */
-uint32_t fab_ep_new_id(struct fab_ep *ep, uint32_t mask);
+/* Registers obj under a fresh id, unique among the endpoint's registered
+ * objects, within mask and never 0. Returns the id, 0 when mask is exhausted. */
+uint32_t fab_ep_register(struct fab_ep *ep, struct fab_ep_obj *obj, uint32_t mask, void *owner);
+void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj);
+/* The owner registered under id; caller holds ep->lock. */
+void *fab_ep_lookup_locked(struct fab_ep *ep, uint32_t id);
+
+/* Keeps count receives of size bytes posted with (tag, ignore); each message
+ * goes to fn and its buffer is re-posted. One pool per endpoint, for control
+ * messages addressed to many objects (the tag carries the object's id). */
+int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
+			 size_t size, fab_rx_handler_fn fn, void *arg);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the endpoint until zombie->pending drops to zero (then

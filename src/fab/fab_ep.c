@@ -6,10 +6,25 @@
 #include <string.h>
 
 #include <rdma/fi_cm.h>
+#include <rdma/fi_tagged.h>
 
 #include "fab/fab.h"
 #include "log/log.h"
 #include "util/util.h"
+
+struct fab_rx_pool {
+	struct fab_ep *ep;
+	uint64_t tag, ignore;
+	int count;
+	size_t size;
+	fab_rx_handler_fn fn;
+	void *arg;
+	char *mem;
+	struct fab_mr *mr;      /* FI_MR_LOCAL */
+	struct fab_op *ops;
+	atomic_int *need;       /* 1: waiting for a re-post */
+	atomic_int retry;       /* how many */
+};
 
 int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 {
@@ -23,6 +38,8 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	pthread_mutex_init(&ep->cq_lock, NULL);
 	pthread_mutex_init(&ep->lock, NULL);
 	dlist_init(&ep->zombies);
+	for (int b = 0; b < FAB_EP_ID_BUCKETS; b++)
+		dlist_init(&ep->ids[b]);
 
 	struct fi_cq_attr cq_attr = {
 		.format = FI_CQ_FORMAT_TAGGED,
@@ -115,6 +132,13 @@ void fab_ep_close(struct fab_ep *ep)
 		dlist_remove(&z->link);
 		z->release(z);
 	}
+	if (ep->pool) {
+		fab_mr_put(ep->pool->mr);
+		free(ep->pool->mem);
+		free(ep->pool->ops);
+		free(ep->pool->need);
+		free(ep->pool);
+	}
 	if (ep->av)
 		fi_close(&ep->av->fid);
 	if (ep->cq)
@@ -131,6 +155,8 @@ void fab_ep_add_zombie(struct fab_ep *ep, struct fab_zombie *z)
 	dlist_insert_tail(&ep->zombies, &z->link);
 	pthread_mutex_unlock(&ep->lock);
 }
+
+static void pool_repost_waiting(struct fab_rx_pool *p);
 
 static void reap_zombies(struct fab_ep *ep)
 {
@@ -201,6 +227,8 @@ int fab_ep_progress(struct fab_ep *ep)
 	}
 	if (total)
 		atomic_fetch_add(&ep->completions, (uint_fast64_t)total);
+	if (ep->pool && atomic_load(&ep->pool->retry))
+		pool_repost_waiting(ep->pool);
 	pthread_mutex_unlock(&ep->cq_lock);
 	if (total && !dlist_empty(&ep->zombies))
 		reap_zombies(ep);
@@ -246,13 +274,143 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	return 0;
 }
 
-uint32_t fab_ep_new_id(struct fab_ep *ep, uint32_t mask)
+/* ---------------- object ids ---------------- */
+
+static struct dlist *id_bucket(struct fab_ep *ep, uint32_t id)
+{
+	return &ep->ids[id % FAB_EP_ID_BUCKETS];
+}
+
+void *fab_ep_lookup_locked(struct fab_ep *ep, uint32_t id)
+{
+	struct dlist *it, *b = id_bucket(ep, id);
+	dlist_foreach(b, it) {
+		struct fab_ep_obj *o = container_of(it, struct fab_ep_obj, link);
+		if (o->id == id)
+			return o->owner;
+	}
+	return NULL;
+}
+
+uint32_t fab_ep_register(struct fab_ep *ep, struct fab_ep_obj *obj, uint32_t mask, void *owner)
 {
 	pthread_mutex_lock(&ep->lock);
-	uint32_t id = ep->next_id & mask;
-	if (id == 0)
-		id = 1;
-	ep->next_id = id + 1;
+	/* Ids advance rather than being reused at once, so a late message for a
+	 * closed object finds nobody instead of its successor. */
+	uint32_t id = 0;
+	for (uint64_t tries = 0; tries <= mask; tries++) {
+		uint32_t cand = ep->next_id & mask;
+		ep->next_id = cand + 1;
+		if (cand && !fab_ep_lookup_locked(ep, cand)) {
+			id = cand;
+			break;
+		}
+	}
+	if (id) {
+		obj->id = id;
+		obj->owner = owner;
+		dlist_insert_tail(id_bucket(ep, id), &obj->link);
+		ep->nids++;
+	}
 	pthread_mutex_unlock(&ep->lock);
 	return id;
+}
+
+void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj)
+{
+	if (!obj->id)
+		return;
+	pthread_mutex_lock(&ep->lock);
+	dlist_remove(&obj->link);
+	ep->nids--;
+	obj->id = 0;
+	pthread_mutex_unlock(&ep->lock);
+}
+
+/* ---------------- shared control receives ---------------- */
+
+
+static int pool_post(struct fab_rx_pool *p, int i)
+{
+	return (int)fi_trecv(p->ep->ep, p->mem + (size_t)i * p->size, p->size,
+			     p->mr ? p->mr->desc : NULL, FI_ADDR_UNSPEC, p->tag, p->ignore,
+			     &p->ops[i].ctx);
+}
+
+static void pool_mark(struct fab_rx_pool *p, int i)
+{
+	atomic_store(&p->need[i], 1);
+	atomic_fetch_add(&p->retry, 1);
+}
+
+/* Runs with the CQ lock held, like the callbacks: no buffer is posted twice. */
+static void pool_repost_waiting(struct fab_rx_pool *p)
+{
+	for (int i = 0; i < p->count && atomic_load(&p->retry); i++) {
+		if (!atomic_load(&p->need[i]))
+			continue;
+		if (pool_post(p, i))
+			return;
+		atomic_store(&p->need[i], 0);
+		atomic_fetch_sub(&p->retry, 1);
+	}
+}
+
+static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err)
+{
+	struct fab_rx_pool *p = op->owner;
+	if (err) {
+		if (err->err == FI_ECANCELED)
+			return;
+		FAB_WARN(NCCL_NET, "device %s: a control receive failed: %s", p->ep->dom->name,
+			 fab_strerror(err->err));
+	} else {
+		p->fn(p->ep, p->arg, p->mem + (size_t)op->index * p->size, e->len, e->tag);
+	}
+	if (pool_post(p, op->index))
+		pool_mark(p, op->index);
+}
+
+int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
+			 size_t size, fab_rx_handler_fn fn, void *arg)
+{
+	struct fab_rx_pool *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -FI_ENOMEM;
+	p->ep = ep;
+	p->tag = tag;
+	p->ignore = ignore;
+	p->count = count;
+	p->size = FAB_ALIGN_UP(size, 64);
+	p->fn = fn;
+	p->arg = arg;
+	p->mem = calloc((size_t)count, p->size);
+	p->ops = calloc((size_t)count, sizeof(*p->ops));
+	p->need = calloc((size_t)count, sizeof(*p->need));
+	ep->pool = p; /* fab_ep_close frees it from here on */
+	if (!p->mem || !p->ops || !p->need)
+		return -FI_ENOMEM;
+	if (ep->dom->mr_mode & FI_MR_LOCAL) {
+		int rc = fab_mr_get(ep->dom, p->mem, (size_t)count * p->size, FI_HMEM_SYSTEM, 0, &p->mr);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&ep->cq_lock);
+	for (int i = 0; i < count; i++) {
+		p->ops[i].complete = pool_done;
+		p->ops[i].owner = p;
+		p->ops[i].index = i;
+		int rc = pool_post(p, i);
+		if (rc == -FI_EAGAIN) {
+			pool_mark(p, i);
+		} else if (rc) {
+			pthread_mutex_unlock(&ep->cq_lock);
+			FAB_WARN(NCCL_NET, "device %s: posting control receives failed: %s",
+				 ep->dom->name, fab_strerror(rc));
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&ep->cq_lock);
+	return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "core/plugin.h"
 #include "fab/fab.h"
+#include "proto/proto_cts.h"
 #include "proto/proto_tag.h"
 #include "proto/proto_wire.h"
 #include "util/freelist.h"
@@ -23,6 +24,10 @@
 #define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
 #define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
+/* CTS receives each endpoint keeps posted for all its send comms. */
+#define PROTO_CTS_POOL 128
+/* How long close waits for operations already moving NCCL's data. */
+#define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 
@@ -32,6 +37,7 @@ struct proto_comm {
 	struct fab_device *dev;
 	struct fab_ep *ep;
 	atomic_int pending;        /* operations posted, not yet completed */
+	struct fab_ep_obj reg;     /* id in the endpoint's tag space (reg.id) */
 	struct fab_zombie zombie;
 	struct fab_freelist reqs;  /* free requests of this comm */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
@@ -45,6 +51,7 @@ struct proto_req {
 	struct fab_free_node free_node;
 	int n;                     /* buffers (1 for a send) */
 	int nposted;               /* buffers handed to libfabric so far */
+	int nops;                  /* completions that finish the request */
 	atomic_int ncomplete;
 	atomic_int status;         /* ncclResult_t of the first failure */
 	bool in_use;
@@ -53,6 +60,7 @@ struct proto_req {
 struct proto_send_req {
 	struct proto_req h;
 	size_t size;
+	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
 	struct fab_op op;
 };
 
@@ -65,6 +73,10 @@ struct proto_recv_req {
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
 	struct fab_op op[PROTO_MAX_RECVS];
+	struct proto_cts cts;      /* what this receive posted, for the sender */
+	struct fab_op cts_op;
+	bool cts_sent;
+	bool sunk[PROTO_MAX_RECVS]; /* re-posted into the closing comm's sink */
 };
 
 enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };
@@ -74,7 +86,7 @@ struct proto_send {
 	_Atomic enum proto_send_state state;
 	fi_addr_t peer;
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
-	uint32_t reply_id;         /* where the listener answers */
+	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
 	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT */
 	struct fab_op out_op, in_op;
@@ -88,6 +100,9 @@ struct proto_send {
 	uint64_t handle_sum;
 	char peer_text[64];
 	struct proto_seq_table seq;
+	/* sizes the receiver announced (CTS), consumed by isend */
+	pthread_mutex_t cts_lock;
+	struct proto_cts_table cts;
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 
@@ -101,6 +116,9 @@ struct proto_recv {
 	bool ack_posted;
 	char peer_text[64];
 	struct proto_seq_table seq;
+	void *sink;                /* closing: where cancelled receives drain */
+	size_t sink_len;
+	struct fab_mr *sink_mr;
 	struct proto_recv_req reqs[PROTO_RECV_REQS];
 };
 
@@ -128,6 +146,9 @@ void proto_comm_cancel_locked(struct proto_comm *c);
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
 /* Closes connects NCCL started and never finished (finalize). */
 void proto_pending_connects_close(struct fab_plugin *p, int dev_index);
+
+/* Starts what every endpoint of a device needs: the shared CTS receives. */
+int proto_ep_start(struct fab_device *dev, struct fab_ep *ep);
 
 /* Prints a peer address for messages. */
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
 
 #include <rdma/fi_tagged.h>
@@ -28,11 +29,19 @@ struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind)
 static void comm_release(struct fab_zombie *z)
 {
 	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
+	fab_ep_unregister(c->ep, &c->reg);
 	fab_mr_put(c->ctrl_mr);
-	if (c->kind == PROTO_SEND)
-		proto_seq_free(&container_of(c, struct proto_send, c)->seq);
-	else if (c->kind == PROTO_RECV)
-		proto_seq_free(&container_of(c, struct proto_recv, c)->seq);
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		proto_seq_free(&s->seq);
+		pthread_mutex_destroy(&s->cts_lock);
+	}
+	else if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		proto_seq_free(&r->seq);
+		fab_mr_put(r->sink_mr);
+		free(r->sink);
+	}
 	fab_freelist_destroy(&c->reqs);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
@@ -50,6 +59,12 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
 	c->zombie.release = comm_release;
+	/* Connections' ids go in data tags (conn field); the others in control tags. */
+	uint32_t mask = kind == PROTO_RECV ? proto_tag_conn_mask(&dev->layout) : 0x7fffffffu;
+	if (!fab_ep_register(c->ep, &c->reg, mask, c)) {
+		FAB_WARN(NCCL_NET, "device %s: every connection id is in use", dev->props.name);
+		return -FI_ENOSPC;
+	}
 	if (dom->mr_mode & FI_MR_LOCAL) {
 		/* the handshake messages live inside the comm */
 		int rc = fab_mr_get(dom, c, size, FI_HMEM_SYSTEM, 0, &c->ctrl_mr);
@@ -123,9 +138,60 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		for (int i = 0; i < PROTO_RECV_REQS; i++)
 			for (int k = 0; k < PROTO_MAX_RECVS; k++)
 				cancel_op(c, &r->reqs[i].op[k]);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			cancel_op(c, &r->reqs[i].cts_op);
 		break;
 	}
 	}
+}
+
+/* A receive comm closing with receives the sender was told about (CTS sent)
+ * cannot just cancel them: the sender may have posted the data, and a
+ * provider keeps an unmatched message in its own buffers forever (shm's SAR
+ * buffers then starve every later transfer). The cancelled receives are
+ * re-posted into one scratch buffer (recv_done does it), where the data
+ * drains: never into the user's buffers, which NCCL frees after the close. */
+static void recv_prepare_sink(struct proto_recv *r)
+{
+	size_t need = 0;
+	for (int i = 0; i < PROTO_RECV_REQS; i++) {
+		struct proto_recv_req *q = &r->reqs[i];
+		if (!q->h.in_use || !q->cts_sent)
+			continue;
+		for (int k = 0; k < q->h.nposted; k++)
+			if (atomic_load(&q->op[k].posted) && q->posted[k] > need)
+				need = q->posted[k];
+	}
+	if (!need)
+		return;
+	need = need < 64 ? 64 : need; /* room for an abort stand-in */
+	r->sink = malloc(need);
+	if (!r->sink)
+		return;
+	if (r->c.dev->dom->mr_mode & FI_MR_LOCAL &&
+	    fab_mr_get(r->c.dev->dom, r->sink, need, FI_HMEM_SYSTEM, 0, &r->sink_mr)) {
+		free(r->sink);
+		r->sink = NULL;
+		return;
+	}
+	r->sink_len = need;
+}
+
+/* Operations of a closing comm that still reference the caller's memory. */
+static int comm_user_ops(struct proto_comm *c)
+{
+	int n = 0;
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			n += atomic_load(&s->reqs[i].op.posted) && !s->reqs[i].abort_size;
+	} else if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			for (int k = 0; k < PROTO_MAX_RECVS; k++)
+				n += atomic_load(&r->reqs[i].op[k].posted) && !r->reqs[i].sunk[k];
+	}
+	return n;
 }
 
 void proto_comm_retire(struct proto_comm *c)
@@ -133,11 +199,29 @@ void proto_comm_retire(struct proto_comm *c)
 	if (!c)
 		return;
 	struct fab_ep *ep = c->ep;
+	if (c->kind == PROTO_RECV)
+		recv_prepare_sink(container_of(c, struct proto_recv, c));
+	fab_ep_unregister(ep, &c->reg); /* control messages for it are dropped from now on */
 	c->magic = 0xdeadbeef;
 	/* Holding the CQ lock keeps completions from running while we cancel. */
 	pthread_mutex_lock(&ep->cq_lock);
 	proto_comm_cancel_locked(c);
 	pthread_mutex_unlock(&ep->cq_lock);
+	/* An operation already matched cannot be cancelled: it is moving data
+	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
+	 * close returns. Let such operations finish (bounded); cancelled receives
+	 * complete at once and are re-posted into the sink. */
+	uint64_t deadline = fab_now_ns() + PROTO_CLOSE_WAIT_NS;
+	int busy;
+	while ((busy = comm_user_ops(c)) > 0 && fab_now_ns() < deadline) {
+		if (fab_ep_progress(ep) <= 0)
+			sched_yield();
+	}
+	if (busy > 0)
+		FAB_WARN(NCCL_NET,
+			 "closing a connection: %d operation(s) still use NCCL's buffers after %d s "
+			 "(the peer stopped making progress); freeing those buffers now may fault",
+			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
 		comm_release(&c->zombie);
 	else
@@ -224,7 +308,7 @@ static int listen_post(struct proto_listen *l)
 	atomic_store(&l->in_done, 0);
 	op_will_post(&l->c, &l->in_op);
 	ssize_t rc = fi_trecv(l->c.ep->ep, &l->in, sizeof(l->in), ctrl_desc(&l->c), FI_ADDR_UNSPEC,
-			      proto_tag_ctrl(lay, PROTO_TO_LISTENER, l->id), 0, &l->in_op.ctx);
+			      proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, l->id), 0, &l->in_op.ctx);
 	if (rc) {
 		op_not_posted(&l->c, &l->in_op);
 		return (int)rc;
@@ -253,7 +337,7 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	}
 	op_init(&l->in_op, listen_in_done, l, 0);
 	op_init(&l->rej_op, listen_rej_done, l, 0);
-	l->id = fab_ep_new_id(l->c.ep, 0x7fffffffu);
+	l->id = l->c.reg.id;
 	l->nonce = random_u64();
 	int rc = listen_post(l);
 	if (rc && rc != -FI_EAGAIN) {
@@ -317,6 +401,49 @@ static void send_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 
 static void send_free_list_init(struct proto_send *s);
 
+/* ---- CTS: receive sizes announced by the peer ---- */
+
+/* One pool per endpoint receives every CTS; the tag carries the send comm's
+ * id. Runs under the endpoint's CQ lock. */
+static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag)
+{
+	const struct proto_cts *m = msg;
+	uint32_t id = (uint32_t)tag;
+	pthread_mutex_lock(&ep->lock);
+	struct proto_send *s = fab_ep_lookup_locked(ep, id);
+	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
+		/* the connection closed meanwhile: nothing waits for it */
+		pthread_mutex_unlock(&ep->lock);
+		return;
+	}
+	const struct proto_tag_layout *lay = &s->c.dev->layout;
+	if (len < offsetof(struct proto_cts, e) || m->count > PROTO_CTS_MAX ||
+	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0])) {
+		pthread_mutex_unlock(&ep->lock);
+		FAB_WARN(NCCL_NET, "connection to %s: dropped a malformed CTS (%zu bytes)",
+			 s->peer_text, len);
+		return;
+	}
+	pthread_mutex_lock(&s->cts_lock);
+	for (uint32_t i = 0; i < m->count; i++) {
+		uint64_t key = proto_cts_key(proto_tag_fold(lay, m->e[i].tag),
+					     m->e[i].seq & proto_tag_seq_mask(lay));
+		if (proto_cts_put(&s->cts, key, m->e[i].size))
+			FAB_WARN(NCCL_NET,
+				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
+				 "duplicate): the peer posted more receives than NCCL allows",
+				 s->peer_text, m->e[i].tag, m->e[i].seq);
+	}
+	pthread_mutex_unlock(&s->cts_lock);
+	pthread_mutex_unlock(&ep->lock);
+}
+
+int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
+{
+	return fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), 0xffffffffULL,
+				    PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
+}
+
 static struct proto_send *send_find_pending(struct fab_plugin *p, const void *handle,
 					    uint64_t sum, int dev)
 {
@@ -346,6 +473,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	}
 	op_init(&s->out_op, send_out_done, s, 0);
 	op_init(&s->in_op, send_in_done, s, 0);
+	pthread_mutex_init(&s->cts_lock, NULL);
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
@@ -356,8 +484,8 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		comm_release(&s->c.zombie);
 		return ncclSystemError;
 	}
-	s->reply_id = fab_ep_new_id(s->c.ep, 0x7fffffffu);
-	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_TO_LISTENER, h->listen_id);
+	s->reply_id = s->c.reg.id;
+	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, h->listen_id);
 	s->out.type = PROTO_MSG_CONNECT;
 	s->out.id = s->reply_id;
 	s->out.nonce = h->nonce;
@@ -383,7 +511,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 	if (!s->in_posted) {
 		op_will_post(&s->c, &s->in_op);
 		rc = fi_trecv(ep->ep, &s->in, sizeof(s->in), ctrl_desc(&s->c), FI_ADDR_UNSPEC,
-			      proto_tag_ctrl(lay, PROTO_TO_CONNECTOR, s->reply_id), 0, &s->in_op.ctx);
+			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, s->reply_id), 0, &s->in_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->in_op);
 			if (rc != -FI_EAGAIN) {
@@ -549,7 +677,7 @@ static int recv_post_ack(struct proto_recv *r)
 	const struct proto_tag_layout *lay = &r->c.dev->layout;
 	op_will_post(&r->c, &r->ack_op);
 	ssize_t rc = fi_tsend(r->c.ep->ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer,
-			      proto_tag_ctrl(lay, PROTO_TO_CONNECTOR, r->reply_id), &r->ack_op.ctx);
+			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, r->reply_id), &r->ack_op.ctx);
 	if (rc) {
 		op_not_posted(&r->c, &r->ack_op);
 		return (int)rc;
@@ -572,7 +700,7 @@ static void listen_reject(struct proto_listen *l, const struct proto_msg *req, u
 	proto_msg_seal(&l->rej);
 	op_will_post(&l->c, &l->rej_op);
 	if (fi_tsend(l->c.ep->ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
-		     proto_tag_ctrl(&l->c.dev->layout, PROTO_TO_CONNECTOR, req->id), &l->rej_op.ctx))
+		     proto_tag_ctrl(&l->c.dev->layout, PROTO_CTRL_ACCEPT, req->id), &l->rej_op.ctx))
 		op_not_posted(&l->c, &l->rej_op);
 	FAB_WARN(NCCL_NET, "accept on %s: refused a connection from %s: %s", l->c.dev->props.name,
 		 peer_text, proto_reject_text(reason));
@@ -660,7 +788,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			comm_release(&r->c.zombie);
 			return ncclSystemError;
 		}
-		r->id = fab_ep_new_id(r->c.ep, proto_tag_conn_mask(&dev->layout));
+		r->id = r->c.reg.id;
 		r->ack.type = PROTO_MSG_ACCEPT;
 		r->ack.id = r->id;
 		r->ack.nonce = req.nonce;

@@ -75,6 +75,19 @@ static void error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, cha
 	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
 }
 
+/* A receive whose remaining buffers can never be posted: counted complete so
+ * test() can report the failure instead of waiting forever. Posted buffers
+ * still complete (or are cancelled at close) normally. */
+static void recv_abandon(struct proto_recv_req *q)
+{
+	struct proto_req *r = &q->h;
+	req_fail(r, ncclSystemError);
+	int missing = (r->n - r->nposted) + (q->cts_sent ? 0 : 1);
+	r->nposted = r->n;
+	q->cts_sent = true;
+	atomic_fetch_add(&r->ncomplete, missing);
+}
+
 /* ---------------- send ---------------- */
 
 static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
@@ -96,6 +109,24 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_finish(c, op);
 }
 
+/* The size the receiver posted for (tag, seq), once its CTS has arrived. */
+static bool send_take_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t *posted)
+{
+	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
+	pthread_mutex_lock(&s->cts_lock);
+	bool found = proto_cts_take(&s->cts, key, posted);
+	pthread_mutex_unlock(&s->cts_lock);
+	return found;
+}
+
+static void send_return_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t posted)
+{
+	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
+	pthread_mutex_lock(&s->cts_lock);
+	(void)proto_cts_put(&s->cts, key, posted); /* the slot it came from is free */
+	pthread_mutex_unlock(&s->cts_lock);
+}
+
 ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			   void **request)
 {
@@ -106,42 +137,73 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		return ncclInvalidArgument;
 	}
 	struct proto_send *s = container_of(c, struct proto_send, c);
+	const struct proto_tag_layout *lay = &c->dev->layout;
 	struct fab_mr *mr = mhandle;
 	if (!mr && size && (c->dev->dom->mr_mode & FI_MR_LOCAL)) {
 		FAB_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
 			 c->dev->choice.domain);
 		return ncclInvalidArgument;
 	}
+
+	uint32_t folded = proto_tag_fold(lay, tag);
+	struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
+	if (!se) {
+		FAB_WARN(NCCL_NET, "isend: out of memory");
+		return ncclSystemError;
+	}
+	uint32_t seq = se->seq;
+	uint64_t posted;
+	if (!send_take_cts(s, folded, seq, &posted)) {
+		/* The receiver has not posted this message's buffer yet: NCCL retries. */
+		if (fab_ep_progress(c->ep) < 0)
+			return ncclSystemError;
+		if (!send_take_cts(s, folded, seq, &posted))
+			return ncclSuccess;
+	}
 	struct proto_req *r = req_get(c);
 	if (!r) {
-		(void)fab_ep_progress(c->ep);
-		return ncclSuccess; /* NCCL retries */
+		send_return_cts(s, folded, seq, posted);
+		return ncclSuccess;
 	}
 	struct proto_send_req *q = container_of(r, struct proto_send_req, h);
 	req_reset(r, 1);
+	r->nops = 1;
 	q->size = size;
+	q->abort_size = 0;
 	q->op.complete = send_done;
 	q->op.owner = q;
 	q->op.index = 0;
 
-	uint32_t folded = proto_tag_fold(&c->dev->layout, tag);
-	struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-	if (!se) {
-		req_put(r);
-		FAB_WARN(NCCL_NET, "isend: out of memory");
-		return ncclSystemError;
+	uint64_t wire = proto_tag_data(lay, s->remote_id, seq, tag);
+	const void *buf = data;
+	size_t len = size;
+	void *desc = mr ? mr->desc : NULL;
+	if (size > posted) {
+		/* Never hand the provider a message larger than the receive: providers
+		 * break the connection or hang on it. A stand-in with the abort bit
+		 * completes the peer's receive with an error instead, carrying the
+		 * size when the buffer has room for it. */
+		FAB_WARN(NCCL_NET,
+			 "isend of %zu bytes to %s (NCCL tag %d): the receiver posted only %llu "
+			 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
+			 "NCCL_ALGO/buffer settings",
+			 size, s->peer_text, tag, (unsigned long long)posted);
+		req_fail(r, ncclInvalidUsage);
+		q->abort_size = size;
+		wire |= lay->abort_bit;
+		buf = &q->abort_size;
+		len = posted >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0;
+		desc = c->ctrl_mr ? c->ctrl_mr->desc : NULL;
 	}
-	uint32_t seq = se->seq++;
-	uint64_t wire = proto_tag_data(&c->dev->layout, s->remote_id, seq, tag);
 
 	atomic_store(&q->op.posted, 1);
 	atomic_fetch_add(&c->pending, 1);
-	ssize_t rc = fi_tsend(c->ep->ep, data, size, mr ? mr->desc : NULL, s->peer, wire, &q->op.ctx);
+	ssize_t rc = fi_tsend(c->ep->ep, buf, len, desc, s->peer, wire, &q->op.ctx);
 	if (rc) {
 		atomic_store(&q->op.posted, 0);
 		atomic_fetch_sub(&c->pending, 1);
-		proto_seq_get(&s->seq, folded)->seq--;
 		req_put(r);
+		send_return_cts(s, folded, seq, posted);
 		if (rc == -FI_EAGAIN) {
 			(void)fab_ep_progress(c->ep);
 			return ncclSuccess;
@@ -150,6 +212,8 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			 fab_strerror((int)rc));
 		return ncclSystemError;
 	}
+	se = proto_seq_get(&s->seq, folded); /* the table may have moved entries */
+	se->seq++;
 	r->nposted = 1;
 	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s", size, tag, seq, s->peer_text);
 	*request = r;
@@ -163,21 +227,47 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 {
 	struct proto_recv_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
+	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	int i = op->index;
-	if (e) {
+	if (e && (e->tag & c->dev->layout.abort_bit)) {
+		/* The sender's stand-in for a message larger than this buffer. */
+		uint64_t sent = 0;
+		if (e->len == sizeof(sent))
+			memcpy(&sent, q->data[i], sizeof(sent));
+		char what[64];
+		if (sent)
+			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
+		else
+			snprintf(what, sizeof(what), "a larger message");
+		FAB_WARN(NCCL_NET,
+			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
+			 "nothing was written past the buffer. Both ranks must run the same NCCL "
+			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+			 r->peer_text, what, q->posted[i], q->tags[i]);
+		q->got[i] = 0;
+		req_fail(&q->h, ncclInvalidUsage);
+	} else if (e) {
 		q->got[i] = e->len;
 	} else {
-		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink && q->cts_sent) {
+			/* closing: the sender may still send this one; let it drain */
+			ssize_t rc = fi_trecv(c->ep->ep, r->sink, FAB_MIN(q->posted[i], r->sink_len),
+					      r->sink_mr ? r->sink_mr->desc : NULL, FI_ADDR_UNSPEC,
+					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
+			if (rc == 0) {
+				q->sunk[i] = true;
+				return; /* still posted: pending unchanged */
+			}
+		}
 		if (err->err == FI_ETRUNC) {
-			/* len is what fit, olen what did not: no byte past the buffer was written */
+			/* Cannot happen with CTS checks; kept for providers that report it. */
 			FAB_WARN(NCCL_NET,
-				 "receive from %s: a message of %zu bytes arrived for a buffer of %zu "
-				 "bytes (NCCL tag %d): the sender sent more than the receiver posted. "
-				 "Both ranks must run the same NCCL version and NCCL_PROTO/NCCL_ALGO/"
-				 "buffer settings",
-				 r->peer_text, err->len + err->olen, q->posted[i], q->tags[i]);
+				 "receive from %s: a message larger than the buffer of %zu bytes "
+				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut%s)",
+				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
+				 (size_t)err->olen, c->magic != PROTO_COMM_MAGIC ? ", comm closing" : "");
 			q->got[i] = err->len;
-		} else if (err->err != FI_ECANCELED) {
+		} else if (err->err != FI_ECANCELED || c->magic == PROTO_COMM_MAGIC) {
 			char text[256];
 			error_text(c->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "receive of up to %zu bytes from %s failed: %s", q->posted[i],
@@ -189,23 +279,59 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_finish(c, op);
 }
 
-/* Posts the buffers not yet posted. Returns 0 (all posted), -FI_EAGAIN, or an error. */
+static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			  const struct fi_cq_err_entry *err)
+{
+	struct proto_recv_req *q = op->owner;
+	struct proto_comm *c = q->h.comm;
+	if (err) {
+		if (err->err != FI_ECANCELED) {
+			char text[256];
+			error_text(c->ep, err, text, sizeof(text));
+			FAB_WARN(NCCL_NET, "receive from %s: sending the CTS failed: %s",
+				 container_of(c, struct proto_recv, c)->peer_text, text);
+		}
+		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+	}
+	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
+	op_finish(c, op);
+}
+
+/* Posts what is not posted yet: the buffers, then the CTS that tells the
+ * sender they are there. Returns 0 (all posted), -FI_EAGAIN, or an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
+	struct proto_recv *r = container_of(c, struct proto_recv, c);
+	uint64_t ignore = c->dev->layout.abort_bit;
 	while (q->h.nposted < q->h.n) {
 		int i = q->h.nposted;
 		struct fab_op *op = &q->op[i];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		ssize_t rc = fi_trecv(c->ep->ep, q->data[i], q->posted[i], q->desc[i], FI_ADDR_UNSPEC,
-				      q->wire[i], 0, &op->ctx);
+				      q->wire[i], ignore, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
 			return (int)rc;
 		}
 		q->h.nposted++;
+	}
+	if (!q->cts_sent) {
+		atomic_store(&q->cts_op.posted, 1);
+		atomic_fetch_add(&c->pending, 1);
+		ssize_t rc = fi_tsend(c->ep->ep, &q->cts,
+				      offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
+				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer,
+				      proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id),
+				      &q->cts_op.ctx);
+		if (rc) {
+			atomic_store(&q->cts_op.posted, 0);
+			atomic_fetch_sub(&c->pending, 1);
+			return (int)rc;
+		}
+		q->cts_sent = true;
 	}
 	return 0;
 }
@@ -220,6 +346,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		return ncclInvalidArgument;
 	}
 	struct proto_recv *rc_ = container_of(c, struct proto_recv, c);
+	const struct proto_tag_layout *lay = &c->dev->layout;
 	if (n < 1 || n > c->dev->props.max_recvs) {
 		FAB_WARN(NCCL_NET, "irecv: %d buffers requested, maxRecvs is %d", n,
 			 c->dev->props.max_recvs);
@@ -239,23 +366,35 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 	req_reset(r, n);
+	r->nops = n + 1; /* the buffers and the CTS */
+	q->cts_sent = false;
+	memset(q->sunk, 0, sizeof(q->sunk));
+	q->cts.count = (uint32_t)n;
+	q->cts.conn_id = rc_->id;
+	q->cts_op.complete = recv_cts_done;
+	q->cts_op.owner = q;
+	q->cts_op.index = n;
 	for (int i = 0; i < n; i++) {
-		uint32_t folded = proto_tag_fold(&c->dev->layout, tags[i]);
+		uint32_t folded = proto_tag_fold(lay, tags[i]);
 		struct proto_seq_entry *se = proto_seq_get(&rc_->seq, folded);
 		if (!se) {
 			for (int k = 0; k < i; k++)
-				proto_seq_get(&rc_->seq, proto_tag_fold(&c->dev->layout, tags[k]))->seq--;
+				proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 			req_put(r);
 			FAB_WARN(NCCL_NET, "irecv: out of memory");
 			return ncclSystemError;
 		}
+		uint32_t seq = se->seq++;
 		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
 		q->data[i] = data[i];
 		q->posted[i] = sizes[i];
 		q->got[i] = 0;
 		q->desc[i] = mr ? mr->desc : NULL;
 		q->tags[i] = tags[i];
-		q->wire[i] = proto_tag_data(&c->dev->layout, rc_->id, se->seq++, tags[i]);
+		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
+		q->cts.e[i].tag = tags[i];
+		q->cts.e[i].seq = seq & proto_tag_seq_mask(lay);
+		q->cts.e[i].size = sizes[i];
 		q->op[i].complete = recv_done;
 		q->op[i].owner = q;
 		q->op[i].index = i;
@@ -264,7 +403,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
 		for (int k = 0; k < n; k++)
-			proto_seq_get(&rc_->seq, proto_tag_fold(&c->dev->layout, tags[k]))->seq--;
+			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 		req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)fab_ep_progress(c->ep);
@@ -275,13 +414,9 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		return ncclSystemError;
 	}
 	if (prc && prc != -FI_EAGAIN) {
-		FAB_WARN(NCCL_NET, "irecv from %s: fi_trecv failed: %s", rc_->peer_text,
+		FAB_WARN(NCCL_NET, "irecv from %s: posting failed: %s", rc_->peer_text,
 			 fab_strerror(prc));
-		req_fail(r, ncclSystemError);
-		/* the rest will never be posted: count them complete */
-		atomic_fetch_add(&r->ncomplete, n - r->nposted);
-		r->n = r->nposted + (n - r->nposted);
-		r->nposted = n;
+		recv_abandon(q);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
 	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes)", n,
@@ -301,19 +436,20 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		return ncclInvalidArgument;
 	}
 	struct proto_comm *c = r->comm;
-	if (r->kind == PROTO_REQ_RECV && r->nposted < r->n) {
-		int rc = recv_post_remaining(container_of(r, struct proto_recv_req, h));
-		if (rc && rc != -FI_EAGAIN) {
-			FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
-			req_fail(r, ncclSystemError);
-			atomic_fetch_add(&r->ncomplete, r->n - r->nposted);
-			r->nposted = r->n;
+	if (r->kind == PROTO_REQ_RECV) {
+		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+		if (r->nposted < r->n || !q->cts_sent) {
+			int rc = recv_post_remaining(q);
+			if (rc && rc != -FI_EAGAIN) {
+				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
+				recv_abandon(q);
+			}
 		}
 	}
-	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->n) {
+	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		if (fab_ep_progress(c->ep) < 0)
 			return ncclSystemError;
-		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->n)
+		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops)
 			return ncclSuccess;
 	}
 	ncclResult_t res = (ncclResult_t)atomic_load(&r->status);
@@ -400,7 +536,7 @@ ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void 
 	struct fab_mr *mr;
 	int rc = fab_mr_get(c->dev->dom, data, size, iface, device, &mr);
 	if (rc)
-		return rc == -FI_ENOMEM ? ncclSystemError : ncclSystemError;
+		return ncclSystemError;
 	*mhandle = mr;
 	return ncclSuccess;
 }

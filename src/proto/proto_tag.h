@@ -1,8 +1,8 @@
 /*
  * proto_tag.h - how a 64-bit libfabric tag is carved up. Pure.
  *
- *   data message:   [ctrl=0][conn id][seq][NCCL tag]
- *   control message:[ctrl=1][dir][0...][object id]
+ *   data message:    [ctrl=0][abort][conn id][seq][NCCL tag]
+ *   control message: [ctrl=1][kind:2][0 ...][object id:32]
  *
  * conn id is the receiving connection's id, allocated by the receiver's
  * endpoint and sent back in the handshake, so many connections share one
@@ -12,8 +12,13 @@
  * and lets a grouped receive's buffers be picked by tag. It is also what a
  * connection striped over several endpoints will need.
  *
- * Wide layout (64 tag bits): conn 23, seq 16, NCCL tag 24.
- * Narrow layout (48..63 bits): conn = bits-29, seq 12, NCCL tag 16.
+ * abort marks the stand-in a sender puts in place of a message larger than
+ * the receive the peer posted: receives are posted ignoring that bit, so the
+ * stand-in completes the receive, and the bit in the completion says it
+ * failed. The provider never sees an oversized message.
+ *
+ * Wide layout (64 tag bits): conn 22, seq 16, NCCL tag 24.
+ * Narrow layout (48..63 bits): conn = bits-30, seq 12, NCCL tag 16.
  * NCCL tags are ranks; they are folded to the tag field's width.
  */
 #ifndef FAB_PROTO_TAG_H
@@ -25,11 +30,16 @@
 struct proto_tag_layout {
 	unsigned bits;       /* tag bits the provider offers (>= 48) */
 	unsigned conn_bits, seq_bits, user_bits;
-	unsigned conn_shift, seq_shift;
-	uint64_t ctrl_bit, dir_bit;
+	unsigned conn_shift, seq_shift, kind_shift;
+	uint64_t ctrl_bit, abort_bit;
 };
 
-enum proto_ctrl_dir { PROTO_TO_LISTENER = 0, PROTO_TO_CONNECTOR = 1 };
+/* Control messages, by what they carry and to whom. */
+enum proto_ctrl_kind {
+	PROTO_CTRL_CONNECT = 0, /* connector -> listener: connection request */
+	PROTO_CTRL_ACCEPT = 1,  /* listener -> connector: ACCEPT or REJECT */
+	PROTO_CTRL_CTS = 2,     /* receiver -> sender: buffers posted (clear to send) */
+};
 
 static inline int proto_tag_layout_init(struct proto_tag_layout *l, unsigned bits)
 {
@@ -45,17 +55,23 @@ static inline int proto_tag_layout_init(struct proto_tag_layout *l, unsigned bit
 		l->seq_bits = 12;
 		l->user_bits = 16;
 	}
-	l->conn_bits = bits - 1 - l->seq_bits - l->user_bits;
+	l->conn_bits = bits - 2 - l->seq_bits - l->user_bits;
 	l->seq_shift = l->user_bits;
 	l->conn_shift = l->user_bits + l->seq_bits;
 	l->ctrl_bit = 1ULL << (bits - 1);
-	l->dir_bit = 1ULL << (bits - 2);
+	l->abort_bit = 1ULL << (bits - 2);
+	l->kind_shift = bits - 3; /* 2 bits below ctrl */
 	return 0;
 }
 
 static inline uint32_t proto_tag_conn_mask(const struct proto_tag_layout *l)
 {
 	return (uint32_t)((1ULL << l->conn_bits) - 1);
+}
+
+static inline uint32_t proto_tag_seq_mask(const struct proto_tag_layout *l)
+{
+	return (uint32_t)((1ULL << l->seq_bits) - 1);
 }
 
 static inline uint32_t proto_tag_fold(const struct proto_tag_layout *l, int nccl_tag)
@@ -67,16 +83,16 @@ static inline uint64_t proto_tag_data(const struct proto_tag_layout *l, uint32_t
 				      uint32_t seq, int nccl_tag)
 {
 	uint64_t c = conn & proto_tag_conn_mask(l);
-	uint64_t s = seq & ((1ULL << l->seq_bits) - 1);
+	uint64_t s = seq & proto_tag_seq_mask(l);
 	return (c << l->conn_shift) | (s << l->seq_shift) | proto_tag_fold(l, nccl_tag);
 }
 
-/* Control ids use 32 bits at most; the direction bit keeps a listener's and a
- * connector's ids apart on the same endpoint. */
-static inline uint64_t proto_tag_ctrl(const struct proto_tag_layout *l, enum proto_ctrl_dir dir,
+/* Control ids use 32 bits at most; the kind keeps a listener's, a connector's
+ * and a sender's messages apart on one endpoint. */
+static inline uint64_t proto_tag_ctrl(const struct proto_tag_layout *l, enum proto_ctrl_kind kind,
 				      uint32_t id)
 {
-	return l->ctrl_bit | (dir == PROTO_TO_CONNECTOR ? l->dir_bit : 0) | id;
+	return l->ctrl_bit | ((uint64_t)kind << l->kind_shift) | id;
 }
 
 static inline bool proto_tag_is_ctrl(const struct proto_tag_layout *l, uint64_t tag)

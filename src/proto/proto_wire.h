@@ -59,6 +59,21 @@ struct proto_msg {
 };
 _Static_assert(sizeof(struct proto_msg) == 128, "control message layout");
 
+/* Clear to send: what a receive posted, so the sender never hands the provider
+ * a message larger than the buffer waiting for it. One per irecv. */
+#define PROTO_CTS_MAX 8
+struct proto_cts_entry {
+	int32_t tag;   /* NCCL tag */
+	uint32_t seq;  /* per-tag sequence number, masked to the tag layout */
+	uint64_t size; /* bytes posted */
+};
+struct proto_cts {
+	uint32_t count;
+	uint32_t conn_id; /* the receiving connection, for sanity checks */
+	struct proto_cts_entry e[PROTO_CTS_MAX];
+};
+_Static_assert(sizeof(struct proto_cts) == 136, "CTS layout");
+
 uint64_t proto_prov_hash(const char *prov_name, uint32_t addr_format, unsigned tag_bits);
 
 void proto_handle_encode(struct proto_handle *h, uint32_t listen_id, unsigned tag_bits,

@@ -45,24 +45,24 @@ static int test_layout_init_bounds(void)
 static int test_layout_documented(void)
 {
 	struct proto_tag_layout l;
-	/* wide: conn 23, seq 16, NCCL tag 24 */
+	/* wide: ctrl, abort, conn 22, seq 16, NCCL tag 24 */
 	proto_tag_layout_init(&l, 64);
-	CHECK_EQ(l.conn_bits, 23);
+	CHECK_EQ(l.conn_bits, 22);
 	CHECK_EQ(l.seq_bits, 16);
 	CHECK_EQ(l.user_bits, 24);
-	CHECK_EQ(proto_tag_conn_mask(&l), 0x7fffff);
-	/* narrow: conn = bits - 29, seq 12, NCCL tag 16 */
+	CHECK_EQ(proto_tag_conn_mask(&l), 0x3fffff);
+	/* narrow: conn = bits - 30, seq 12, NCCL tag 16 */
 	for (unsigned b = 48; b < 64; b++) {
 		proto_tag_layout_init(&l, b);
-		CHECK_EQ(l.conn_bits, b - 29);
+		CHECK_EQ(l.conn_bits, b - 30);
 		CHECK_EQ(l.seq_bits, 12);
 		CHECK_EQ(l.user_bits, 16);
 	}
 	proto_tag_layout_init(&l, 48);
-	CHECK_EQ(proto_tag_conn_mask(&l), 0x7ffff);
+	CHECK_EQ(proto_tag_conn_mask(&l), 0x3ffff);
 	/* a conn field wider than 32 bits is masked to the 32-bit ids */
 	proto_tag_layout_init(&l, 63);
-	CHECK_EQ(l.conn_bits, 34);
+	CHECK_EQ(l.conn_bits, 33);
 	CHECK(proto_tag_conn_mask(&l) == 0xffffffffu);
 	return 0;
 }
@@ -75,18 +75,21 @@ static int test_fields_disjoint(void)
 		uint64_t user = field_mask(0, l.user_bits);
 		uint64_t seq = field_mask(l.seq_shift, l.seq_bits);
 		uint64_t conn = field_mask(l.conn_shift, l.conn_bits);
-		uint64_t ctrl = l.ctrl_bit;
+		uint64_t ctrl = l.ctrl_bit, abrt = l.abort_bit;
 		CHECK_EQ(user & seq, 0);
 		CHECK_EQ(user & conn, 0);
 		CHECK_EQ(seq & conn, 0);
-		CHECK_EQ((user | seq | conn) & ctrl, 0);
+		CHECK_EQ((user | seq | conn) & (ctrl | abrt), 0);
+		CHECK_EQ(ctrl & abrt, 0);
 		/* together they cover exactly the provider's bits */
-		CHECK((user | seq | conn | ctrl) == all_bits(b));
-		/* the ctrl bit is the top bit */
+		CHECK((user | seq | conn | ctrl | abrt) == all_bits(b));
+		/* the ctrl bit is the top bit, abort just below it */
 		CHECK(ctrl == 1ULL << (b - 1));
-		/* the direction bit is just below it and clear of a 32-bit control id */
-		CHECK(l.dir_bit == 1ULL << (b - 2));
-		CHECK_EQ(l.dir_bit & 0xffffffffULL, 0);
+		CHECK(abrt == 1ULL << (b - 2));
+		/* the two kind bits sit below ctrl and clear of a 32-bit control id */
+		uint64_t kinds = 3ULL << l.kind_shift;
+		CHECK_EQ(kinds & ctrl, 0);
+		CHECK_EQ(kinds & 0xffffffffULL, 0);
 	}
 	return 0;
 }
@@ -104,6 +107,7 @@ static int test_data_never_ctrl(void)
 				for (size_t t = 0; t < 7; t++) {
 					uint64_t tag = proto_tag_data(&l, conns[c], seqs[s], tags[t]);
 					CHECK(!proto_tag_is_ctrl(&l, tag));
+					CHECK_EQ(tag & l.abort_bit, 0);
 					CHECK_EQ(tag & ~all_bits(b), 0); /* within the provider's bits */
 				}
 	}
@@ -117,18 +121,19 @@ static int test_ctrl_tags(void)
 	for (unsigned b = 48; b <= 64; b++) {
 		proto_tag_layout_init(&l, b);
 		for (size_t i = 0; i < 4; i++) {
-			uint64_t tl = proto_tag_ctrl(&l, PROTO_TO_LISTENER, ids[i]);
-			uint64_t tc = proto_tag_ctrl(&l, PROTO_TO_CONNECTOR, ids[i]);
-			CHECK(proto_tag_is_ctrl(&l, tl));
-			CHECK(proto_tag_is_ctrl(&l, tc));
-			CHECK(tl != tc);
-			CHECK_EQ(tl & l.dir_bit, 0);
-			CHECK(tc & l.dir_bit);
-			CHECK_EQ(tl & 0xffffffffULL, ids[i]);
-			CHECK_EQ(tc & 0xffffffffULL, ids[i]);
-			CHECK_EQ(tc & ~all_bits(b), 0);
-			/* nothing but ctrl, dir and the id */
-			CHECK((tc & ~(l.ctrl_bit | l.dir_bit | 0xffffffffULL)) == 0);
+			uint64_t t[3] = { proto_tag_ctrl(&l, PROTO_CTRL_CONNECT, ids[i]),
+					  proto_tag_ctrl(&l, PROTO_CTRL_ACCEPT, ids[i]),
+					  proto_tag_ctrl(&l, PROTO_CTRL_CTS, ids[i]) };
+			for (int k = 0; k < 3; k++) {
+				CHECK(proto_tag_is_ctrl(&l, t[k]));
+				CHECK_EQ(t[k] & 0xffffffffULL, ids[i]);
+				CHECK_EQ(t[k] & ~all_bits(b), 0);
+				CHECK_EQ((t[k] >> l.kind_shift) & 3, k);
+				/* nothing but ctrl, the kind and the id */
+				CHECK((t[k] & ~(l.ctrl_bit | (3ULL << l.kind_shift) | 0xffffffffULL)) == 0);
+				for (int j = 0; j < k; j++)
+					CHECK(t[j] != t[k]);
+			}
 		}
 	}
 	return 0;

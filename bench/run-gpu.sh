@@ -1,0 +1,765 @@
+#!/usr/bin/env bash
+# run-gpu.sh - build and run nccl-fabric's GPU checks and benchmarks, in stages.
+#
+#   bench/run-gpu.sh STAGE [STAGE...]
+#
+# Stages (each fits one 10-minute device command; results are appended as
+# they come, so a killed stage keeps what it finished):
+#   setup               unpack the carried libfabric .debs, build or pick the
+#                       plugin, build nccl_bench against the wheel's NCCL
+#   correctness         every collective, 8 B..16 MiB, through the plugin over
+#                       tcp;ofi_rxm and over shm, one process with all GPUs and
+#                       one process per GPU; checks data and NCCL's log
+#   torch               torch_check.py (PyTorch NCCL backend) through the plugin
+#   bench-fabric-tcp    full sweep to 1 GiB: plugin over tcp;ofi_rxm
+#   bench-fabric-shm    full sweep to 1 GiB: plugin over shm
+#   bench-socket        full sweep to 1 GiB: NCCL's internal Socket transport
+#   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
+#   gpu-buffers         plugin with the testhmem provider in CUDA mode:
+#                       checks GDRDMA in NCCL's log, data, and a sweep
+#   plot                merge the sweep CSVs, print a table, draw busbw.png
+#   all                 every stage above in order (needs more than 10 minutes)
+#
+# Every stage after setup checks that setup ran on this machine with this
+# working tree and re-runs it if not (a fresh machine, or changed sources).
+# plot needs no GPU and no setup.
+#
+# Output folder: $FABRIC_BENCH_OUT, else $OUT (the device tool's), else
+# bench/out/<date>. It holds summary.txt, correctness.csv, bench.csv,
+# torch.txt, results.csv, busbw.png and one logs-<id>.tar.gz per invocation
+# (raw logs stay in build-bench/logs). Exit status: 0 when every stage passed,
+# 1 when a check failed, 2 on a setup or usage error.
+#
+# Settings (environment):
+#   FABRIC_DEBS          folder of Debian libfabric .debs (default .debs/)
+#   FABRIC_PLUGIN_DIR    use the prebuilt libnccl-net-fabric.so in this folder
+#                        instead of building the plugin here
+#   FABRIC_CMAKE_ARGS    extra cmake arguments for the plugin build
+#   FABRIC_TESTPROV      path of libtesthmem-fi.so (default: searched beside
+#                        the plugin build: testprov/, lib/)
+#   FABRIC_TCP_PROVIDER  NCCL_FABRIC_PROVIDER for the tcp path (default
+#                        'tcp;ofi_rxm'; empty: let the plugin choose)
+#   FABRIC_EXTRA_ENV     extra NAME=VALUE words for every plugin run
+#   BENCH_MODE           single | multi | both, for sweeps (default single)
+#   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP (8 1G 2 20 5)
+#   CORR_MAX             largest correctness size (default 16M)
+#   GPU_SWEEP_MAX        largest size of the gpu-buffers sweep (default 256M; 0: none)
+#   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm')
+#   RUN_TIMEOUT          seconds for one benchmark run (default 540)
+#   TIME_BUDGET          seconds for this whole invocation: runs that would not
+#                        fit are skipped, as failed (default 580 under $OUT,
+#                        else 0 = no limit)
+#   PLOT_CSVS            extra CSVs for the plot stage (space separated)
+#   PYTHON               python with torch / matplotlib (default python3)
+
+set -u -o pipefail
+umask 022
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${FABRIC_BENCH_WORK:-$REPO/build-bench}
+OUTDIR=${FABRIC_BENCH_OUT:-${OUT:-$REPO/bench/out/$(date +%Y%m%d)}}
+FABRIC_DEBS=${FABRIC_DEBS:-$REPO/.debs}
+FABRIC_TCP_PROVIDER=${FABRIC_TCP_PROVIDER-tcp;ofi_rxm}
+PYTHON=${PYTHON:-python3}
+RUN_TIMEOUT=${RUN_TIMEOUT:-540}
+# The device tool stops a command after 600 s: under $OUT, keep 20 s in hand
+# for the summary and the logs. TIME_BUDGET=0: no limit.
+TIME_BUDGET=${TIME_BUDGET:-$([[ -n ${OUT:-} ]] && echo 580 || echo 0)}
+DEADLINE=$((TIME_BUDGET > 0 ? SECONDS + TIME_BUDGET : 0))
+RUN_ID=$(date +%H%M%S)-$$
+LOGROOT=$WORK/logs/$RUN_ID
+ENVFILE=$WORK/env.sh
+RESULTS=$WORK/results # CSVs kept across device calls while the machine stays
+SUMMARY=$OUTDIR/summary.txt
+
+ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-shm bench-socket
+	bench-socket-tuned gpu-buffers plot)
+
+# ------------------------------------------------------------------ helpers
+
+say() { # one line to stdout and summary.txt
+	printf '%s\n' "$*"
+	printf '%s\n' "$*" >>"$SUMMARY"
+}
+
+die() {
+	say "run-gpu.sh: FATAL: $*"
+	exit 2
+}
+
+usage() {
+	sed -n '2,/^$/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+	exit 2
+}
+
+# Appends the rows of CSV $1 (header skipped) to $2, writing the header first
+# when $2 is new.
+append_csv() {
+	local src=$1 dst=$2
+	[[ -s $src ]] || return 0
+	if [[ ! -s $dst ]]; then
+		head -n 1 "$src" >"$dst"
+	fi
+	tail -n +2 "$src" >>"$dst"
+}
+
+# Fingerprint of the sources that setup builds (plugin, tests, tools, bench),
+# so a warm machine notices a changed working tree and rebuilds. Build
+# outputs and results are left out; git is not needed.
+tree_fingerprint() {
+	(cd "$REPO" && find CMakeLists.txt src include tests tools bench -type f \
+		\( -name '*.c' -o -name '*.h' -o -name 'CMakeLists.txt' -o -name '*.cmake' -o -name '*.in' \) \
+		-not -path 'bench/out/*' -not -path 'bench/results/*' 2>/dev/null |
+		LC_ALL=C sort | tr '\n' '\0' | xargs -0 sha1sum 2>/dev/null | sha1sum | cut -c1-16)
+}
+
+count_gpus() {
+	local n
+	if [[ -n ${CUDA_VISIBLE_DEVICES:-} ]]; then
+		n=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+	else
+		n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	fi
+	echo "${n:-0}"
+}
+
+# Packs this invocation's raw logs into the output folder (one file per call).
+pack_logs() {
+	[[ -d $LOGROOT ]] || return 0
+	tar -czf "$OUTDIR/logs-$RUN_ID.tar.gz" -C "$WORK/logs" "$RUN_ID" 2>/dev/null ||
+		say "run-gpu.sh: warning: could not pack logs into $OUTDIR/logs-$RUN_ID.tar.gz"
+}
+
+# ------------------------------------------------------------------ environment per path
+
+# Sets ENV_RUN: NAME=VALUE words for env(1) for one network path. $2 is the
+# log base name: NCCL writes $2.nccl.<host>.<pid>.log.
+ENV_RUN=()
+path_env() {
+	local path=$1 base=$2
+	ENV_RUN=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
+		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
+	case $path in
+	fabric-tcp | fabric-shm | fabric-gpu)
+		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
+		case $path in
+		fabric-tcp) [[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER") ;;
+		fabric-shm) ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm) ;;
+		fabric-gpu)
+			ENV_RUN+=(NCCL_FABRIC_HMEM=force NCCL_FABRIC_PROVIDER=testhmem "TESTHMEM_BASE=tcp;ofi_rxm"
+				TESTHMEM_MODE=cuda "FI_PROVIDER_PATH=$TESTPROV_DIR" NCCL_NET_GDR_LEVEL=SYS
+				NCCL_NET_FORCE_FLUSH=1 "TESTHMEM_LOG=$base.testhmem.log")
+			;;
+		esac
+		if [[ -n ${FABRIC_EXTRA_ENV:-} ]]; then
+			local -a extra
+			read -r -a extra <<<"$FABRIC_EXTRA_ENV"
+			ENV_RUN+=("${extra[@]}")
+		fi
+		;;
+	nccl-socket) ENV_RUN+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
+	nccl-socket-tuned)
+		ENV_RUN+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4)
+		;;
+	*) die "internal: unknown path $path" ;;
+	esac
+}
+
+# Network name NCCL must report for a path.
+path_net() {
+	case $1 in
+	nccl-socket*) echo Socket ;;
+	*) echo Fabric ;;
+	esac
+}
+
+# env(1) arguments that drop inherited NCCL_*, FI_* and TESTHMEM_* settings,
+# so every path runs with exactly the settings above.
+unset_args() {
+	local v
+	UNSET=()
+	for v in $(compgen -e); do
+		case $v in
+		NCCL_* | FI_* | TESTHMEM_*) UNSET+=(-u "$v") ;;
+		esac
+	done
+}
+
+# Checks the NCCL logs of one run. $1 log base, $2 network name, $3 "gdr" to
+# require GPUDirect on the net channels. Prints a short verdict; returns 1 on
+# a failed check.
+check_nccl_logs() {
+	local base=$1 net=$2 want_gdr=${3:-} ok=0 f
+	local -a logs=()
+	# only logs of processes that made a communicator (or failed trying)
+	for f in "$base".nccl.*.log; do
+		[[ -e $f ]] && grep -q -E 'Using network|Init COMPLETE|NCCL WARN' "$f" && logs+=("$f")
+	done
+	if ((${#logs[@]} == 0)); then
+		CHECK_MSG="no NCCL log with a communicator ($base.nccl.*.log)"
+		return 1
+	fi
+	local nlogs=${#logs[@]} with_net other chans chans_other gdr nowarn
+	with_net=$(grep -l "NCCL INFO Using network $net\$" "${logs[@]}" | wc -l)
+	other=$(grep -h -o 'NCCL INFO Using network [A-Za-z0-9_]*' "${logs[@]}" |
+		grep -v "Using network $net\$" | sort -u | sed 's/.*Using network //' | tr '\n' ' ')
+	chans=$(grep -h -c "via NET/$net/" "${logs[@]}" | awk '{s+=$1} END {print s+0}')
+	chans_other=$(grep -h -E ' via (P2P|SHM|NET/[A-Za-z]+)' "${logs[@]}" | grep -v -c "via NET/$net/")
+	gdr=$(grep -h -c -E "via NET/$net/[0-9]+(\([0-9]+\))?/GDRDMA" "${logs[@]}" | awk '{s+=$1} END {print s+0}')
+	nowarn=$(grep -h -c 'NCCL WARN' "${logs[@]}" | awk '{s+=$1} END {print s+0}')
+	CHECK_MSG="net=$net in $with_net/$nlogs logs, NET/$net channels $chans"
+	[[ $want_gdr == gdr ]] && CHECK_MSG+=", GDRDMA $gdr/$chans"
+	((nowarn > 0)) && CHECK_MSG+=", $nowarn NCCL WARN"
+	if ((with_net != nlogs)); then
+		CHECK_MSG+=" [not every process used $net${other:+; saw: $other}]"
+		ok=1
+	fi
+	if ((chans == 0)); then
+		CHECK_MSG+=" [no 'via NET/$net' channel: traffic did not use the network path]"
+		ok=1
+	fi
+	if ((chans_other > 0)); then
+		CHECK_MSG+=" [$chans_other channels via another transport]"
+		ok=1
+	fi
+	if [[ $want_gdr == gdr ]] && ((gdr == 0)); then
+		CHECK_MSG+=" [no GDRDMA channel: NCCL did not give the plugin GPU buffers]"
+		ok=1
+	fi
+	return $ok
+}
+
+# The testhmem provider's own account (TESTHMEM_LOG): bytes it moved from and
+# to CUDA memory, and its error lines and check counters, which must be zero.
+# Appends to CHECK_MSG; returns 1 on errors.
+check_testhmem_log() {
+	local log=$1.testhmem.log
+	if [[ ! -s $log ]]; then
+		CHECK_MSG+=" [no testhmem log: the provider was not loaded]"
+		return 1
+	fi
+	local cuda_bytes nerr bad nops
+	nops=$(grep -c '^ops iface=cuda ' "$log")
+	cuda_bytes=$(sed -n 's/^ops iface=cuda .* bytes=\([0-9]*\) .*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+	nerr=$(grep -c '^error ' "$log")
+	bad=$(sed -n 's/^check bad_desc=\([0-9]*\) nodesc_cuda=\([0-9]*\) copy_errors=\([0-9]*\) .*/\1 \2 \3/p' "$log" |
+		awk '{s+=$1+$2+$3} END {print s+0}')
+	if ((nops == 0)); then
+		CHECK_MSG+=", testhmem: no domain summary (domains not closed?)"
+	else
+		CHECK_MSG+=", testhmem: $((cuda_bytes >> 20)) MiB via CUDA memory"
+	fi
+	if ((nerr > 0 || bad > 0)); then
+		CHECK_MSG+=" [testhmem: $nerr error lines, $bad bad descriptors/copy errors: $(grep -m1 '^error ' "$log" | cut -c1-120)]"
+		return 1
+	fi
+	if ((nops > 0 && cuda_bytes == 0)); then
+		CHECK_MSG+=" [testhmem moved no CUDA memory: the plugin gave it host buffers]"
+		return 1
+	fi
+	return 0
+}
+
+# First few NCCL WARN lines and, when $2 names the program's output, its
+# diagnosis, for a FAIL.
+show_failure() {
+	local base=$1 out=$2 f
+	for f in "$base".nccl.*.log; do
+		[[ -e $f ]] && grep -h 'NCCL WARN' "$f" | head -n 3 | cut -c1-240 | sed 's/^/    warn: /'
+	done | head -n 6
+	[[ -n $out && -e $out ]] || return 0
+	# the program's own diagnosis first (from every rank), else the end of its output
+	local -a outs=()
+	for f in "$base".out "$base".rank*.out; do [[ -e $f ]] && outs+=("$f"); done
+	if grep -q -E 'FATAL|DATA ERROR|FAIL' "${outs[@]}"; then
+		grep -h -E 'FATAL|DATA ERROR|FAIL|NCCL last error' "${outs[@]}" | head -n 6
+	else
+		grep -v '^  ' "$out" | tail -n 6
+	fi | cut -c1-240 | sed 's/^/    out: /'
+}
+
+# Sets RUN_LIMIT to the seconds one run may take: RUN_TIMEOUT, cut to what
+# is left of TIME_BUDGET. Returns 1 (and says so) when under 30 s are left.
+run_limit() {
+	local label=$1 left
+	RUN_LIMIT=$RUN_TIMEOUT
+	((DEADLINE > 0)) || return 0
+	left=$((DEADLINE - SECONDS))
+	if ((left < 30)); then
+		say "$(printf '%-4s %-28s %4ds  not run: %ds left of TIME_BUDGET=%s' FAIL "$label" 0 "$left" "$TIME_BUDGET")"
+		return 1
+	fi
+	((left < RUN_LIMIT)) && RUN_LIMIT=$left
+	return 0
+}
+
+# Runs nccl_bench once. run_bench LABEL PATH MODE CSVNAME [nccl_bench args]
+# Appends its rows to $OUTDIR/CSVNAME and $RESULTS/CSVNAME. Returns 0 on PASS.
+run_bench() {
+	local label=$1 path=$2 mode=$3 csvname=$4
+	shift 4
+	local base=$STAGE_LOG/$label net rc=0 t0=$SECONDS x r pid verdict=PASS why=""
+	local csv=$STAGE_LOG/$label.csv out
+	local -a pids=()
+	run_limit "$label" || return 1
+	net=$(path_net "$path")
+	path_env "$path" "$base"
+	unset_args
+	printf '%s\n' "${ENV_RUN[@]}" >"$base.env"
+	rm -f "$csv"
+	if [[ $mode == single ]]; then
+		out=$base.out
+		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" "$BENCH" --mode single \
+			--path "$path" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
+	else
+		out=$base.rank0.out
+		local iddir
+		iddir=$(mktemp -d "$WORK/id.XXXXXX")
+		for ((r = 0; r < NGPUS; r++)); do
+			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$NGPUS" \
+				LOCAL_RANK=$r "$BENCH" --mode multi --id-dir "$iddir" --path "$path" --csv "$csv" "$@" \
+				>"$base.rank$r.out" 2>&1 &
+			pids+=($!)
+		done
+		for pid in "${pids[@]}"; do
+			wait "$pid"
+			x=$?
+			((x > rc)) && rc=$x
+		done
+		rm -rf "$iddir"
+	fi
+	append_csv "$csv" "$OUTDIR/$csvname"
+	append_csv "$csv" "$RESULTS/$csvname"
+
+	local result
+	result=$(grep -h '^# nccl_bench: \(PASS\|FAIL\)' "$out" 2>/dev/null | tail -n 1 | sed 's/^# nccl_bench: //')
+	if ((rc != 0)); then
+		verdict=FAIL
+		case $rc in
+		1) why="data errors" ;;
+		3) why="nccl_bench watchdog timeout" ;;
+		124 | 137) why="killed after ${RUN_LIMIT}s" ;;
+		*) why="exit $rc" ;;
+		esac
+	fi
+	if ! check_nccl_logs "$base" "$net" "${GDR_CHECK:-}"; then
+		verdict=FAIL
+	fi
+	if [[ $path == fabric-gpu ]] && ! check_testhmem_log "$base"; then
+		verdict=FAIL
+	fi
+	say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "$label" $((SECONDS - t0)) \
+		"${result:-no result line}" "$CHECK_MSG" "${why:+ [$why]}")"
+	if [[ $verdict != PASS ]]; then
+		show_failure "$base" "$( ((rc != 0)) && echo "$out")" | tee -a "$SUMMARY"
+		return 1
+	fi
+	return 0
+}
+
+# ------------------------------------------------------------------ setup
+
+# Writes a pkg-config stand-in that answers CMake's FindPkgConfig questions
+# about libfabric alone, from the (rewritten) libfabric.pc $1, to file $2.
+# Only for machines without pkg-config.
+write_pkgconfig_shim() {
+	local pc=$1 shim=$2 prefix version
+	prefix=$(sed -n 's/^prefix=//p' "$pc")
+	version=$(sed -n 's/^Version: *//p' "$pc")
+	mkdir -p "$(dirname "$shim")"
+	cat >"$shim" <<EOF
+#!/bin/sh
+# pkg-config stand-in written by bench/run-gpu.sh: knows only libfabric $version
+inc='$prefix/include' lib='$prefix/lib/x86_64-linux-gnu' what=
+for a in "\$@"; do
+	case \$a in
+	--version) echo 0.29.2; exit 0 ;;
+	--static | --print-errors | --short-errors | '>=' | '=' | '<=' | [0-9]*) ;;
+	--*) what=\$a ;;
+	libfabric | libfabric[!a-zA-Z0-9_-]*) ;; # also 'libfabric >= 1.17' as one word
+	*) echo "Package \$a was not found (this pkg-config stand-in knows only libfabric)" >&2; exit 1 ;;
+	esac
+done
+case \$what in
+--modversion) echo '$version' ;;
+--cflags | --cflags-only-I) echo "-I\$inc" ;;
+--libs) echo "-L\$lib -lfabric" ;;
+--libs-only-L) echo "-L\$lib" ;;
+--libs-only-l) echo "-lfabric" ;;
+--variable=prefix) echo '$prefix' ;;
+--variable=includedir) echo "\$inc" ;;
+--variable=libdir) echo "\$lib" ;;
+--variable=*) echo ;;
+*) echo ;;
+esac
+exit 0
+EOF
+	chmod +x "$shim"
+}
+
+# Loads env.sh when it describes a usable setup of this working tree.
+setup_is_current() {
+	[[ -f $ENVFILE ]] || return 1
+	# shellcheck source=/dev/null
+	source "$ENVFILE" || return 1
+	[[ ${SETUP_FINGERPRINT:-} == "$(tree_fingerprint)" ]] || return 1
+	[[ ${SETUP_PLUGIN_SOURCE:-} == "${FABRIC_PLUGIN_DIR:-build}" ]] || return 1
+	[[ -x ${BENCH:-/nonexistent} && -f ${PLUGIN:-/nonexistent} ]] || return 1
+	command -v fi_info >/dev/null 2>&1 || return 1
+	return 0
+}
+
+ensure_setup() {
+	if setup_is_current; then
+		return 0
+	fi
+	if ((DEADLINE > 0 && DEADLINE - SECONDS < 120)); then
+		die "setup is missing or stale and under 120 s are left of TIME_BUDGET=$TIME_BUDGET: run setup first"
+	fi
+	say "-- setup is missing or stale on this machine: running setup first"
+	stage_setup || exit 2
+	setup_is_current || die "setup finished but $ENVFILE is not usable"
+}
+
+stage_setup() {
+	local root=$WORK/fabric-root deb n t0=$SECONDS
+	mkdir -p "$WORK" "$STAGE_LOG"
+	local slog=$STAGE_LOG/setup.log
+	: >"$slog"
+
+	command -v nvidia-smi >/dev/null || die "nvidia-smi not found: is this the GPU machine?"
+	NGPUS=$(count_gpus)
+	say "gpus: $NGPUS x $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+	((NGPUS >= 2)) || say "WARNING: $NGPUS GPU(s): the network path needs 2 (use the nvidia-h200-x2 kind)"
+
+	# CUDA toolkit (for nccl_bench) and NCCL from the Python wheel
+	if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+		export PATH=/usr/local/cuda/bin:$PATH
+	fi
+	local wheel
+	wheel=$("$PYTHON" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>>"$slog") ||
+		die "cannot find the nvidia-nccl wheel with $PYTHON (import nvidia.nccl failed; see $slog)"
+	[[ -f $wheel/include/nccl.h ]] || die "$wheel/include/nccl.h missing"
+	local torchver
+	torchver=$("$PYTHON" -c 'import torch; print(torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())))' 2>>"$slog") ||
+		torchver="(torch import failed)"
+	say "python: torch $torchver; NCCL wheel $wheel"
+
+	# libfabric from the carried Debian packages, unpacked into a scratch root
+	local -a debs=()
+	for deb in "$FABRIC_DEBS"/*.deb; do [[ -e $deb ]] && debs+=("$deb"); done
+	if ((${#debs[@]} > 0)); then
+		local stamp=$root/.debs-list want
+		want=$(for deb in "${debs[@]}"; do basename "$deb"; done | sha1sum | cut -c1-16)
+		if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+			rm -rf "$root"
+			mkdir -p "$root"
+			for deb in "${debs[@]}"; do
+				dpkg -x "$deb" "$root" >>"$slog" 2>&1 || die "dpkg -x $deb failed (see $slog)"
+			done
+			# libpsm-infinipath1 keeps its library in usr/lib/libpsm1 and links it
+			# into the multiarch folder from its postinst (update-alternatives),
+			# which dpkg -x does not run: make that link here.
+			local psm
+			for psm in "$root"/usr/lib/libpsm1/libpsm_infinipath.so.1.*; do
+				[[ -e $psm ]] && ln -sf "../libpsm1/${psm##*/}" \
+					"$root/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1"
+			done
+			echo "$want" >"$stamp"
+		fi
+		export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+		export PATH=$root/usr/bin:$PATH
+		local missing
+		missing=$(ldd "$root/usr/lib/x86_64-linux-gnu/libfabric.so.1" 2>&1 | grep 'not found')
+		[[ -z $missing ]] || die "libfabric's dependencies are missing from $FABRIC_DEBS: $missing"
+	elif ! ldconfig -p 2>/dev/null | grep -q 'libfabric\.so\.1 '; then
+		die "no .deb in $FABRIC_DEBS and no system libfabric. On the CPU machine: mkdir -p .debs && (cd .debs && apt-get download libfabric1 libfabric-bin libfabric-dev libibverbs1 librdmacm1 libpsm-infinipath1 libpsm2-2 ibverbs-providers libnl-3-200 libnl-route-3-200 libnuma1), then carry .debs"
+	fi
+	command -v fi_info >/dev/null || die "fi_info not found (is libfabric-bin among the .debs?)"
+	local provs
+	provs=$(FI_TCP_IFACE=lo fi_info -l 2>>"$slog" | sed -n 's/:$//p' | tr '\n' ' ')
+	[[ -n $provs ]] || die "fi_info -l lists no provider (see $slog)"
+	say "libfabric: $(fi_info --version 2>/dev/null | grep -m1 -i 'libfabric:' | sed 's/.*: *//'); providers: $provs"
+
+	# CMake's generator: make where there is one, else ninja (the GPU image lists
+	# CMake and ninja)
+	command -v cmake >/dev/null || die "cmake not found"
+	local -a gen=()
+	if ! command -v make >/dev/null; then
+		command -v ninja >/dev/null || die "neither make nor ninja found for cmake"
+		gen=(-G Ninja)
+	fi
+
+	# The plugin: prebuilt, or built here
+	local pbuild=$WORK/plugin-build
+	if [[ -n ${FABRIC_PLUGIN_DIR:-} ]]; then
+		PLUGIN=$(cd "$FABRIC_PLUGIN_DIR" 2>/dev/null && pwd)/libnccl-net-fabric.so
+		[[ -f $PLUGIN ]] || die "FABRIC_PLUGIN_DIR=$FABRIC_PLUGIN_DIR has no libnccl-net-fabric.so"
+		say "plugin: prebuilt $PLUGIN"
+	else
+		local pcdir=$WORK/pkgconfig pc=$root/usr/lib/x86_64-linux-gnu/pkgconfig/libfabric.pc
+		mkdir -p "$pcdir"
+		if [[ -f $pc ]]; then
+			# the .pc names prefix=/usr: point it at the unpacked root
+			sed "s|^prefix=.*|prefix=$root/usr|" "$pc" >"$pcdir/libfabric.pc"
+		fi
+		local -a pkgarg=()
+		if ! command -v pkg-config >/dev/null && ! command -v pkgconf >/dev/null; then
+			[[ -f $pcdir/libfabric.pc ]] ||
+				die "no pkg-config here and no libfabric.pc among the .debs (libfabric-dev): build the plugin on the CPU machine and set FABRIC_PLUGIN_DIR=build/lib, carrying build/lib and build/testprov"
+			write_pkgconfig_shim "$pcdir/libfabric.pc" "$WORK/bin/pkg-config"
+			pkgarg=("-DPKG_CONFIG_EXECUTABLE=$WORK/bin/pkg-config")
+			say "plugin: no pkg-config on this machine: using a stand-in that knows only libfabric"
+		fi
+		say "plugin: building from source in $pbuild"
+		# shellcheck disable=SC2086 # FABRIC_CMAKE_ARGS is a list of words
+		if ! PKG_CONFIG_PATH=$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} cmake "${gen[@]}" -S "$REPO" -B "$pbuild" \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFABRIC_BENCH=OFF "${pkgarg[@]}" ${FABRIC_CMAKE_ARGS:-} \
+			>>"$slog" 2>&1; then
+			tail -n 15 "$slog"
+			die "cmake configure of the plugin failed (see above; log in $slog)"
+		fi
+		if ! cmake --build "$pbuild" -j "$(nproc)" >>"$slog" 2>&1; then
+			grep -E 'error|Error' "$slog" | head -n 15
+			[[ -f $pbuild/lib/libnccl-net-fabric.so ]] ||
+				die "plugin build failed (see above; log in $slog)"
+			say "WARNING: the build failed, but the plugin itself was built; going on (log in $slog)"
+		fi
+		PLUGIN=$pbuild/lib/libnccl-net-fabric.so
+		[[ -f $PLUGIN ]] || die "the build made no $PLUGIN"
+	fi
+	if ldd "$PLUGIN" | grep -q 'not found'; then
+		ldd "$PLUGIN" | grep 'not found'
+		die "the plugin's libraries do not all resolve (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+	fi
+	local syms
+	syms=$(nm -D --defined-only "$PLUGIN" 2>/dev/null | awk '{print $3}' | grep -E '^ncclNetPlugin_v[0-9]+$' | sort -V | tr '\n' ' ')
+	[[ -n $syms ]] || die "$PLUGIN exports no ncclNetPlugin_vN table"
+	say "plugin: $PLUGIN exports $syms"
+
+	# The test provider for gpu-buffers (optional here; that stage fails without it)
+	TESTPROV_DIR=""
+	local cand plugdir
+	plugdir=$(dirname "$PLUGIN")
+	for cand in ${FABRIC_TESTPROV:-} "$plugdir/../testprov/libtesthmem-fi.so" "$plugdir/libtesthmem-fi.so" \
+		"$pbuild/testprov/libtesthmem-fi.so" "$REPO/build/testprov/libtesthmem-fi.so"; do
+		if [[ -f $cand ]]; then
+			TESTPROV_DIR=$(cd "$(dirname "$cand")" && pwd)
+			break
+		fi
+	done
+	if [[ -z $TESTPROV_DIR ]]; then
+		cand=$(find "$plugdir/.." "$pbuild" "$REPO/build" -name libtesthmem-fi.so 2>/dev/null | head -n 1)
+		[[ -n $cand ]] && TESTPROV_DIR=$(cd "$(dirname "$cand")" && pwd)
+	fi
+	say "testhmem provider: ${TESTPROV_DIR:-not found (gpu-buffers will fail; set FABRIC_TESTPROV)}"
+
+	# nccl_bench, against the wheel's NCCL
+	local bbuild=$WORK/bench-build
+	if ! cmake "${gen[@]}" -S "$REPO/bench" -B "$bbuild" -DCMAKE_BUILD_TYPE=Release -DNCCL_HOME="$wheel" \
+		-DNCCL_INCLUDE_DIR= -DNCCL_LIBRARY= >>"$slog" 2>&1; then
+		tail -n 15 "$slog"
+		die "cmake configure of bench/ failed (log in $slog)"
+	fi
+	grep -h '^-- bench:' "$slog" | tail -n 1 | sed 's/^-- //' | while read -r line; do say "$line"; done
+	if ! cmake --build "$bbuild" -j "$(nproc)" >>"$slog" 2>&1; then
+		grep -E 'error|warning' "$slog" | head -n 15
+		die "nccl_bench build failed (log in $slog)"
+	fi
+	BENCH=$bbuild/bin/nccl_bench
+	[[ -x $BENCH ]] || die "no $BENCH after the build (see the 'bench:' line above)"
+	local ncclso
+	ncclso=$(ldd "$BENCH" | awk '/libnccl/ {print $3}')
+	[[ $ncclso == "$wheel"/* ]] || say "WARNING: nccl_bench resolves libnccl to $ncclso, not the wheel's"
+
+	cat >"$ENVFILE" <<EOF
+# written by bench/run-gpu.sh setup, $(date -u +%FT%TZ)
+export LD_LIBRARY_PATH='$LD_LIBRARY_PATH'
+export PATH='$PATH'
+PLUGIN='$PLUGIN'
+BENCH='$BENCH'
+TESTPROV_DIR='$TESTPROV_DIR'
+NCCL_WHEEL='$wheel'
+NGPUS='$NGPUS'
+SETUP_FINGERPRINT='$(tree_fingerprint)'
+SETUP_PLUGIN_SOURCE='${FABRIC_PLUGIN_DIR:-build}'
+EOF
+	say "setup: done in $((SECONDS - t0)) s"
+}
+
+# ------------------------------------------------------------------ stages
+
+need_gpus() {
+	((NGPUS >= 2)) || die "$NGPUS GPU(s) visible: the network path between GPUs needs 2 (nvidia-h200-x2)"
+}
+
+stage_correctness() {
+	ensure_setup
+	need_gpus
+	local path mode fail=0
+	for path in fabric-tcp fabric-shm; do
+		for mode in single multi; do
+			run_bench "corr-$path-$mode" "$path" "$mode" correctness.csv \
+				--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 \
+				--timeout 120 || fail=1
+		done
+	done
+	return $fail
+}
+
+stage_torch() {
+	ensure_setup
+	need_gpus
+	local path fail=0 base out rc net t0 result
+	for path in ${TORCH_PATHS:-fabric-tcp fabric-shm}; do
+		base=$STAGE_LOG/torch-$path
+		out=$base.out
+		net=$(path_net "$path")
+		path_env "$path" "$base"
+		unset_args
+		printf '%s\n' "${ENV_RUN[@]}" >"$base.env"
+		t0=$SECONDS
+		rc=0
+		run_limit "torch-$path" || {
+			fail=1
+			continue
+		}
+		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" PYTHONUNBUFFERED=1 \
+			"$PYTHON" "$REPO/bench/torch_check.py" --timeout 180 >"$out" 2>&1 || rc=$?
+		{
+			echo "== torch_check through $path (exit $rc)"
+			grep -E '^(# |FAIL|rank [0-9]+ error|torch_check)|passed, .* failed' "$out"
+		} >>"$OUTDIR/torch.txt"
+		result=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+		local verdict=PASS
+		((rc == 0)) || verdict=FAIL
+		check_nccl_logs "$base" "$net" || verdict=FAIL
+		say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "torch-$path" $((SECONDS - t0)) \
+			"${result:-no result line}" "$CHECK_MSG" "$( ((rc == 0)) || echo " [exit $rc]")")"
+		if [[ $verdict != PASS ]]; then
+			grep -E '^FAIL' "$out" | head -n 5 | cut -c1-200 | sed 's/^/    /' | tee -a "$SUMMARY"
+			show_failure "$base" "$out" | tee -a "$SUMMARY"
+			fail=1
+		fi
+	done
+	return $fail
+}
+
+# Full sweep for one path: stage_sweep PATH
+stage_sweep() {
+	local path=$1 mode fail=0
+	ensure_setup
+	need_gpus
+	local -a modes
+	case ${BENCH_MODE:-single} in
+	single | multi) modes=("${BENCH_MODE:-single}") ;;
+	both) modes=(single multi) ;;
+	*) die "BENCH_MODE must be single, multi or both" ;;
+	esac
+	for mode in "${modes[@]}"; do
+		run_bench "bench-$path-$mode" "$path" "$mode" bench.csv \
+			--min-bytes "${SWEEP_MIN:-8}" --max-bytes "${SWEEP_MAX:-1G}" --factor "${SWEEP_FACTOR:-2}" \
+			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 || fail=1
+	done
+	# compact table for this path (plot.py needs no matplotlib for it)
+	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$path" "$RESULTS/bench.csv" 2>&1 |
+		grep -E 'all_reduce|alltoall|sendrecv|^path' | tee -a "$SUMMARY"
+	return $fail
+}
+
+stage_gpu_buffers() {
+	ensure_setup
+	need_gpus
+	[[ -n $TESTPROV_DIR ]] ||
+		die "no libtesthmem-fi.so found: build the project's tests (build/testprov) or set FABRIC_TESTPROV"
+	local mode fail=0
+	for mode in single multi; do
+		GDR_CHECK=gdr run_bench "gpu-$mode" fabric-gpu "$mode" correctness.csv \
+			--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 --timeout 120 ||
+			fail=1
+	done
+	if [[ ${GPU_SWEEP_MAX:-256M} != 0 ]]; then
+		GDR_CHECK=gdr run_bench "bench-fabric-gpu-single" fabric-gpu single bench.csv \
+			--min-bytes "${SWEEP_MIN:-8}" --max-bytes "${GPU_SWEEP_MAX:-256M}" --factor "${SWEEP_FACTOR:-2}" \
+			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 || fail=1
+	fi
+	return $fail
+}
+
+stage_plot() {
+	local -a csvs=()
+	local f
+	for f in "$RESULTS/bench.csv" "$OUTDIR/bench.csv" ${PLOT_CSVS:-}; do
+		[[ -s $f ]] && csvs+=("$f")
+	done
+	if ((${#csvs[@]} == 0)); then
+		say "FAIL plot: no sweep CSV (run a bench-* stage first, or set PLOT_CSVS)"
+		return 1
+	fi
+	mkdir -p "$REPO/bench/results"
+	if ! "$PYTHON" "$REPO/bench/plot.py" --merged-csv "$OUTDIR/results.csv" -o "$OUTDIR/busbw.png" \
+		--table "${csvs[@]}" 2>&1 | tee -a "$SUMMARY"; then
+		say "FAIL plot: plot.py failed"
+		return 1
+	fi
+	cp "$OUTDIR/results.csv" "$REPO/bench/results/results.csv"
+	cp "$OUTDIR/busbw.png" "$REPO/bench/results/busbw.png"
+	say "plot: $OUTDIR/results.csv, $OUTDIR/busbw.png (copied to bench/results/)"
+}
+
+run_stage() {
+	local stage=$1 rc=0
+	STAGE_LOG=$LOGROOT/$stage
+	mkdir -p "$STAGE_LOG"
+	say "== $stage ($(date -u +%H:%M:%S) UTC)"
+	case $stage in
+	setup) stage_setup || rc=$? ;;
+	correctness) stage_correctness || rc=$? ;;
+	torch) stage_torch || rc=$? ;;
+	bench-fabric-tcp) stage_sweep fabric-tcp || rc=$? ;;
+	bench-fabric-shm) stage_sweep fabric-shm || rc=$? ;;
+	bench-socket) stage_sweep nccl-socket || rc=$? ;;
+	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;
+	gpu-buffers) stage_gpu_buffers || rc=$? ;;
+	plot) stage_plot || rc=$? ;;
+	esac
+	pack_logs # after every stage, so a later kill keeps the logs so far
+	return $rc
+}
+
+# ------------------------------------------------------------------ main
+
+(($# > 0)) || usage
+stages=()
+for s in "$@"; do
+	case $s in
+	-h | --help) usage ;;
+	all) stages+=("${ALL_STAGES[@]}") ;;
+	*)
+		found=0
+		for a in "${ALL_STAGES[@]}"; do [[ $s == "$a" ]] && found=1; done
+		((found)) || {
+			echo "run-gpu.sh: unknown stage '$s' (stages: ${ALL_STAGES[*]} all)" >&2
+			exit 2
+		}
+		stages+=("$s")
+		;;
+	esac
+done
+
+mkdir -p "$OUTDIR" "$WORK" "$RESULTS" "$LOGROOT" || exit 2
+trap pack_logs EXIT # also after die()
+NGPUS=0
+PLUGIN="" BENCH="" TESTPROV_DIR=""
+say "# run-gpu.sh $* (run $RUN_ID, $(hostname), output $OUTDIR)"
+failed=()
+for s in "${stages[@]}"; do
+	run_stage "$s" || failed+=("$s")
+done
+if ((${#failed[@]} == 0)); then
+	say "# run-gpu.sh: all ${#stages[@]} stage(s) passed: ${stages[*]}"
+	exit 0
+fi
+say "# run-gpu.sh: FAILED stage(s): ${failed[*]} (of: ${stages[*]})"
+exit 1

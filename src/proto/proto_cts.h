@@ -1,0 +1,37 @@
+/*
+ * proto_cts.h - the sender's table of receive sizes announced by CTS messages,
+ * keyed by (folded NCCL tag, sequence number). Open addressing with linear
+ * probing and backward-shift deletion; fixed capacity, no allocation. Pure;
+ * the send comm's cts_lock guards it.
+ */
+#ifndef FAB_PROTO_CTS_H
+#define FAB_PROTO_CTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* NCCL keeps at most 32 receives of 8 buffers in flight per connection: 256
+ * announced sizes; twice that keeps probe chains short. */
+#define PROTO_CTS_SLOTS 512
+
+struct proto_cts_slot {
+	uint64_t key; /* 0: empty */
+	uint64_t size;
+};
+
+struct proto_cts_table {
+	int used;
+	struct proto_cts_slot slot[PROTO_CTS_SLOTS];
+};
+
+static inline uint64_t proto_cts_key(uint32_t folded_tag, uint32_t seq)
+{
+	return (((uint64_t)folded_tag << 32) | seq) + 1;
+}
+
+/* 0, or -1 when the table is full or the key is already there. */
+int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size);
+/* Removes the key; true and its size when present. */
+bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size);
+
+#endif

@@ -1,0 +1,105 @@
+/* Unit tests: the sender's table of sizes announced by CTS messages. */
+#include <stdlib.h>
+
+#include "proto/proto_cts.h"
+#include "unit.h"
+
+static int test_put_take(void)
+{
+	static struct proto_cts_table t;
+	uint64_t size = 0;
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(5, 0), 4096), 0);
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(5, 1), 8192), 0);
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(6, 0), 1), 0);
+	CHECK_EQ(t.used, 3);
+	CHECK(proto_cts_take(&t, proto_cts_key(5, 1), &size));
+	CHECK_EQ(size, 8192);
+	CHECK(!proto_cts_take(&t, proto_cts_key(5, 1), &size)); /* taken once */
+	CHECK(proto_cts_take(&t, proto_cts_key(5, 0), &size));
+	CHECK_EQ(size, 4096);
+	CHECK(proto_cts_take(&t, proto_cts_key(6, 0), &size));
+	CHECK_EQ(size, 1);
+	CHECK_EQ(t.used, 0);
+	return 0;
+}
+
+static int test_key_zero_tag(void)
+{
+	/* tag 0, seq 0 must not collide with "empty" */
+	static struct proto_cts_table t;
+	uint64_t size = 7;
+	CHECK(proto_cts_key(0, 0) != 0);
+	CHECK(!proto_cts_take(&t, proto_cts_key(0, 0), &size));
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(0, 0), 0), 0);
+	CHECK(proto_cts_take(&t, proto_cts_key(0, 0), &size));
+	CHECK_EQ(size, 0);
+	return 0;
+}
+
+static int test_duplicate_and_full(void)
+{
+	static struct proto_cts_table t;
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(1, 1), 10), 0);
+	CHECK_EQ(proto_cts_put(&t, proto_cts_key(1, 1), 11), -1);
+	int stored = 1;
+	for (uint32_t i = 2; i < 2 * PROTO_CTS_SLOTS; i++)
+		if (proto_cts_put(&t, proto_cts_key(1, i), i) == 0)
+			stored++;
+	CHECK_EQ(stored, PROTO_CTS_SLOTS - 1); /* one slot always stays empty */
+	CHECK_EQ(t.used, PROTO_CTS_SLOTS - 1);
+	uint64_t size;
+	CHECK(proto_cts_take(&t, proto_cts_key(1, 1), &size));
+	CHECK_EQ(size, 10);
+	return 0;
+}
+
+/* Random puts and takes against a plain array model: deletion must never
+ * break a probe chain (every live key stays findable). */
+static int test_against_model(void)
+{
+	static struct proto_cts_table t;
+	enum { N = 4096 };
+	static uint64_t model[N]; /* size+1 for live keys, 0 for absent */
+	unsigned seed = 12345;
+	for (int step = 0; step < 200000; step++) {
+		seed = seed * 1103515245u + 12345u;
+		uint32_t k = (seed >> 8) % N;
+		uint64_t key = proto_cts_key(k >> 6, k & 63), size;
+		if (model[k]) {
+			if (!proto_cts_take(&t, key, &size) || size + 1 != model[k]) {
+				CHECK(!"live key lost or wrong size");
+				return 1;
+			}
+			model[k] = 0;
+		} else if (t.used < 300) {
+			if (proto_cts_put(&t, key, seed) != 0) {
+				CHECK(!"put failed below capacity");
+				return 1;
+			}
+			model[k] = (uint64_t)seed + 1;
+		}
+	}
+	int live = 0;
+	for (int k = 0; k < N; k++) {
+		uint64_t size;
+		if (model[k]) {
+			live++;
+			CHECK(proto_cts_take(&t, proto_cts_key((uint32_t)k >> 6, (uint32_t)k & 63), &size));
+		}
+	}
+	CHECK_EQ(t.used, 0);
+	CHECK(live > 0);
+	return 0;
+}
+
+static const struct unit_test tests[] = {
+	TEST_ENTRY(test_put_take, "announced sizes are found once, by (tag, seq)"),
+	TEST_ENTRY(test_key_zero_tag, "tag 0 / seq 0 is a valid key, distinct from empty"),
+	TEST_ENTRY(test_duplicate_and_full, "duplicates refused, capacity is slots-1"),
+	TEST_ENTRY(test_against_model, "200k random puts/takes agree with a model"),
+};
+
+int main(int argc, char **argv)
+{
+	return unit_main(tests, argc, argv);
+}

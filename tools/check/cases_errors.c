@@ -1,0 +1,335 @@
+/*
+ * cases_errors.c - misuse and teardown: a message larger than the posted
+ * receive, corrupted listen handles, closing comms with requests in flight.
+ * Each case ends by showing that a fresh connection still works.
+ */
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+static int ck_link_0to1(ck_t *ck, void **sc, void **rc)
+{
+	int me = ck->r->rank;
+	return fh_link(ck->r, ck->net, ck->dev, me == 0 ? 1 : -1, me == 1 ? 0 : -1, sc, rc);
+}
+
+/* After an error case: a new connection between ranks 0 and 1 must work. */
+static int ck_fresh_link_works(ck_t *ck, int stream)
+{
+	void *sc = NULL, *rc = NULL;
+	fh_stage(ck->r, "fresh connection after the error");
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	if (ck_oneway(ck, sc, rc, 0, 1, stream, 4, ck_cap(ck, 256 * KiB), 4))
+		return FH_FAIL;
+	return ck_close_pair(ck, sc, rc);
+}
+
+/* Post op, retrying NULL requests for at most `seconds`. Returns FH_OK with
+ * op->state telling whether it got posted. */
+static int ck_post_for(ck_t *ck, fh_op_t *op, double seconds)
+{
+	double until = fh_now() + seconds;
+	unsigned idle = 0;
+	for (;;) {
+		if (fh_op_post(ck->r, ck->net, op))
+			return FH_FAIL;
+		if (op->state != FH_OP_PENDING || fh_now() > until)
+			return FH_OK;
+		fh_relax(&idle);
+	}
+}
+
+/* ------------------------------------------------------------ send larger than posted */
+
+static int ck_send_larger(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	size_t send = ck_cap(ck, ck->c->arg ? ck->c->arg : 1 * MiB);
+	size_t post = send / 2;
+	double limit = 20.0 * r->timeout_mult;
+	void *sc = NULL, *rc = NULL;
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+
+	fh_buf_t b;
+	if (fh_buf_alloc(&b, me == 0 ? send : post, 4096))
+		return fh_fail(r, "cannot map a buffer");
+	/* The receiver registers the guard too, like a slice of NCCL's larger
+	 * buffer: the provider cannot stop an overrun, only the plugin can. */
+	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, me == 1), "regMr()"))
+		return FH_FAIL;
+	fh_op_t op;
+	if (me == 1) {
+		fh_op_recv(&op, rc, b.ptr, post, CK_TAG, b.mh);
+		op.expect[0] = FH_NO_CHECK;
+		if (ck_post_for(ck, &op, limit))
+			return FH_FAIL;
+		if (op.state != FH_OP_POSTED)
+			return fh_fail(r, "irecv() kept returning a NULL request for %.0fs", limit);
+		unsigned long warns = fh_log_warn_count();
+		if (fh_oob_barrier(r)) /* the sender starts now */
+			return FH_FAIL;
+		fh_stage(r, "waiting for test() to report the truncation");
+		ncclResult_t res;
+		int done = 0, size = -1;
+		unsigned idle = 0;
+		double until = fh_now() + limit;
+		for (;;) {
+			res = fh_net_test(net, op.req, &done, &size);
+			if (res != ncclSuccess || done)
+				break;
+			if (fh_now() > until)
+				return fh_fail(r, "test() neither failed nor completed within %.0fs of a "
+						  "%zu-byte message into a %zu-byte receive",
+					       limit, send, post);
+			fh_relax(&idle);
+		}
+		if (res == ncclSuccess)
+			return fh_fail(r, "test() completed with ncclSuccess (size %d) for a %zu-byte "
+					  "message into a %zu-byte receive; expected ncclInvalidUsage",
+				       size, send, post);
+		if (res != ncclInvalidUsage)
+			return fh_fail(r, "test() returned %s for a %zu-byte message into a %zu-byte "
+					  "receive; expected ncclInvalidUsage",
+				       fh_result_str(res), send, post);
+		long bad;
+		if (fh_buf_guard_check(&b, &bad))
+			return fh_fail(r, "truncated receive wrote past the posted buffer (byte %ld of "
+					  "a %zu-byte receive changed)",
+				       bad, post);
+		if (fh_log_warn_count() == warns)
+			return fh_fail(r, "test() returned ncclInvalidUsage but nothing was logged at "
+					  "WARN level");
+	} else {
+		fh_pattern_fill(b.ptr, send, ck_seed(ck, 0, 1, 90, 0));
+		fh_op_send(&op, sc, b.ptr, send, CK_TAG, b.mh);
+		if (fh_oob_barrier(r)) /* the receive is posted */
+			return FH_FAIL;
+		fh_stage(r, "sending %zu bytes into a %zu-byte receive", send, post);
+		/* The send may complete or fail; it may not hang. */
+		ncclResult_t res = ncclSuccess;
+		double until = fh_now() + limit;
+		unsigned idle = 0;
+		while (op.state == FH_OP_PENDING) {
+			op.req = NULL;
+			res = fh_net_isend(net, sc, b.ptr, send, CK_TAG, b.mh, &op.req);
+			if (res != ncclSuccess)
+				break;
+			if (op.req)
+				op.state = FH_OP_POSTED;
+			else if (fh_now() > until)
+				return fh_fail(r, "isend() kept returning a NULL request for %.0fs", limit);
+			else
+				fh_relax(&idle);
+		}
+		int done = 0, size = -1;
+		while (res == ncclSuccess && op.state == FH_OP_POSTED && !done) {
+			res = fh_net_test(net, op.req, &done, &size);
+			if (res == ncclSuccess && !done) {
+				if (fh_now() > until)
+					return fh_fail(r, "the sender's request neither completed nor "
+							  "failed within %.0fs after the receiver's "
+							  "truncation",
+						       limit);
+				fh_relax(&idle);
+			}
+		}
+		fh_note(r, "sender %s", res == ncclSuccess ? "completed" : fh_result_str(res));
+	}
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	/* The comms saw an error; closing them must still work. */
+	fh_stage(r, "closing comms after the truncation");
+	if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() after the error") ||
+	    ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	fh_buf_free(&b);
+	return ck_fresh_link_works(ck, 91);
+}
+
+/* ------------------------------------------------------------ corrupted handles */
+
+static int ck_corrupt_handle(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lc = NULL, *sc = NULL, *rc = NULL;
+	const char go = 'G';
+	if (me == 1) {
+		if (ck_ok(ck, fh_net_listen(net, net->ctx, ck->dev, handle, &lc), "listen()"))
+			return FH_FAIL;
+		if (!lc)
+			return fh_fail(r, "listen() returned no listen comm");
+		if (fh_oob_send(r, 0, handle, sizeof(handle)))
+			return FH_FAIL;
+		/* Keep accepting, as NCCL would while it waits for its real peer. */
+		fh_stage(r, "accepting while rank 0 connects with corrupted handles");
+		unsigned idle = 0;
+		while (!fh_oob_ready(r, 0)) {
+			ncclResult_t res = fh_net_accept(net, lc, &rc);
+			if (res != ncclSuccess)
+				return fh_fail(r, "accept() returned %s while a peer tried corrupted "
+						  "handles: stray connection attempts must not break a "
+						  "listen comm",
+					       fh_result_str(res));
+			if (rc)
+				return fh_fail(r, "accept() returned a recv comm although every connect "
+						  "so far used a corrupted handle");
+			fh_relax(&idle);
+		}
+		char got;
+		if (fh_oob_recv(r, 0, &got, 1))
+			return FH_FAIL;
+		fh_stage(r, "accepting the good connection");
+		while (!rc) {
+			if (ck_ok(ck, fh_net_accept(net, lc, &rc), "accept()"))
+				return FH_FAIL;
+			fh_relax(&idle);
+		}
+	} else {
+		if (fh_oob_recv(r, 1, handle, sizeof(handle)))
+			return FH_FAIL;
+		static const char *what[3] = {"handle with every 8th byte flipped",
+					      "handle of 128 random bytes", "all-zero handle"};
+		char results[3][32];
+		double limit = 20.0 * r->timeout_mult;
+		uint64_t rnd = fh_mix64(ck->o->seed ^ 0xbad0ULL);
+		for (int v = 0; v < 3; v++) {
+			char h[NCCL_NET_HANDLE_MAXSIZE];
+			memcpy(h, handle, sizeof(h));
+			for (int i = 0; i < (int)sizeof(h); i++) {
+				if (v == 0 && i % 8 == 0)
+					h[i] = (char)(h[i] ^ 0xff);
+				else if (v == 1)
+					h[i] = (char)fh_mix64(rnd + (uint64_t)i);
+				else if (v == 2)
+					h[i] = 0;
+			}
+			fh_stage(r, "connect with a %s", what[v]);
+			int timed_out = 0;
+			unsigned long warns = fh_log_warn_count();
+			ncclResult_t res = fh_connect_until(r, net, ck->dev, h, &sc, limit, &timed_out);
+			if (sc)
+				return fh_fail(r, "connect() with a %s returned a send comm", what[v]);
+			if (timed_out)
+				return fh_fail(r, "connect() with a %s neither failed nor connected within "
+						  "%.0fs",
+					       what[v], limit);
+			snprintf(results[v], sizeof(results[v]), "%s%s", fh_result_str(res),
+				 fh_log_warn_count() > warns ? "+WARN" : "");
+		}
+		if (fh_oob_send(r, 1, &go, 1))
+			return FH_FAIL;
+		fh_stage(r, "connect with the good handle");
+		int timed_out = 0;
+		ncclResult_t res = fh_connect_until(r, net, ck->dev, handle, &sc, limit, &timed_out);
+		if (res != ncclSuccess || !sc)
+			return fh_fail(r, "after the corrupted attempts, connect() with the good handle "
+					  "%s",
+				       timed_out ? "did not finish" : fh_result_str(res));
+		fh_note(r, "flipped: %s, random: %s, zeros: %s%s", results[0], results[1], results[2],
+			ck->netns ? "" : " (no private netns)");
+	}
+	if (ck_oneway(ck, sc, rc, 0, 1, 92, 2, ck_cap(ck, 64 * KiB), 2))
+		return FH_FAIL;
+	if (ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	if (lc && ck_ok(ck, fh_net_close_listen(net, lc), "closeListen()"))
+		return FH_FAIL;
+	return FH_OK;
+}
+
+/* ------------------------------------------------------------ close in flight */
+
+/* One round: connect, post what `who_posts` says (1: sender, 2: receiver,
+ * 3: both), then deregister and close without testing anything. Buffers are
+ * unmapped right after: a late write by the plugin faults. */
+static int ck_close_round(ck_t *ck, int round, int who_posts)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	enum { N = 4 };
+	fh_buf_t b[N];
+	fh_op_t op[N];
+	int posted = 0;
+	int post = (me == 0 && (who_posts & 1)) || (me == 1 && (who_posts & 2));
+	for (int i = 0; i < N; i++) {
+		size_t len = ck_cap(ck, i % 2 ? 1 * MiB : 4 * KiB);
+		if (fh_buf_alloc(&b[i], len, 0))
+			return fh_fail(r, "cannot map a buffer");
+		if (ck_ok(ck, fh_buf_reg(net, &b[i], me == 0 ? sc : rc, 0), "regMr()"))
+			return FH_FAIL;
+		if (me == 0) {
+			fh_pattern_fill(b[i].ptr, len, ck_seed(ck, 0, 1, 93 + round, i));
+			fh_op_send(&op[i], sc, b[i].ptr, len, CK_TAG, b[i].mh);
+		} else {
+			fh_op_recv(&op[i], rc, b[i].ptr, len, CK_TAG, b[i].mh);
+		}
+		if (post) {
+			if (ck_post_for(ck, &op[i], 0.5))
+				return FH_FAIL;
+			posted += op[i].state == FH_OP_POSTED;
+		}
+	}
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	fh_stage(r, "round %d: closing with %d requests in flight", round, posted);
+	/* NCCL's order on teardown: deregMr each buffer, then close the comm. */
+	for (int i = 0; i < N; i++)
+		if (ck_ok(ck, fh_buf_dereg(net, &b[i]), "deregMr() with requests in flight"))
+			return FH_FAIL;
+	if (ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	for (int i = 0; i < N; i++)
+		fh_buf_free(&b[i]);
+	return fh_oob_barrier(r);
+}
+
+/* arg: who posts before the close (1: sender, 2: receiver, 3: both). */
+static int ck_close_inflight(ck_t *ck)
+{
+	int who = (int)ck->c->arg;
+	if (ck_close_round(ck, 0, who) || ck_close_round(ck, 1, who))
+		return FH_FAIL;
+	return ck_fresh_link_works(ck, 97);
+}
+
+/* ------------------------------------------------------------ table */
+
+#define ALLV FH_VERSION_MIN, FH_VERSION_MAX
+
+static const ck_case_t ck_errors[] = {
+	{"send-larger/eager", "8 KiB into a 4 KiB receive: ncclInvalidUsage + WARN, guard intact",
+	 2, ALLV, 0, 0, ck_send_larger, 8 * KiB},
+	{"send-larger/rndv", "1 MiB into a 512 KiB receive: ncclInvalidUsage + WARN, guard intact",
+	 2, ALLV, 0, 0, ck_send_larger, 0},
+	{"corrupt-handle", "connect with flipped/random/zero handles fails, then a good one works",
+	 2, ALLV, CK_NETNS, 120, ck_corrupt_handle, 0},
+	{"close-inflight/both", "close comms with sends and receives in flight, twice; then a new "
+				"connection works",
+	 2, ALLV, 0, 0, ck_close_inflight, 3},
+	{"close-inflight/recvs", "close with receives in flight that nothing will match", 2, ALLV,
+	 0, 0, ck_close_inflight, 2},
+	{"close-inflight/sends", "close with sends in flight that no receive matches", 2, ALLV, 0,
+	 0, ck_close_inflight, 1},
+};
+
+const ck_case_t *ck_cases_errors(int *n)
+{
+	*n = (int)(sizeof(ck_errors) / sizeof(ck_errors[0]));
+	return ck_errors;
+}

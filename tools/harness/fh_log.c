@@ -1,0 +1,102 @@
+/*
+ * fh_log.c - the logger callback handed to the plugin's init().
+ *
+ * Cases assert that error paths WARN, so WARN lines are counted per process.
+ * Each line goes out with a single write() so lines from several ranks and
+ * plugin threads do not interleave.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static int fh_log_rank = -1;
+static atomic_ulong fh_log_warns;
+/* -1: not read yet; else the highest level to print. */
+static atomic_int fh_log_level = -1;
+
+void fh_log_set_rank(int rank)
+{
+	fh_log_rank = rank;
+}
+
+unsigned long fh_log_warn_count(void)
+{
+	return atomic_load(&fh_log_warns);
+}
+
+static int fh_log_level_get(void)
+{
+	int lvl = atomic_load(&fh_log_level);
+	if (lvl >= 0)
+		return lvl;
+	const char *env = getenv("NCCL_DEBUG");
+	lvl = NCCL_LOG_WARN;
+	if (env && !strcasecmp(env, "INFO"))
+		lvl = NCCL_LOG_INFO;
+	else if (env && !strcasecmp(env, "TRACE"))
+		lvl = NCCL_LOG_TRACE;
+	atomic_store(&fh_log_level, lvl);
+	return lvl;
+}
+
+static const char *fh_log_level_name(ncclDebugLogLevel level)
+{
+	switch (level) {
+	case NCCL_LOG_VERSION:
+		return "VERSION";
+	case NCCL_LOG_WARN:
+		return "WARN";
+	case NCCL_LOG_INFO:
+		return "INFO";
+	case NCCL_LOG_ABORT:
+		return "ABORT";
+	case NCCL_LOG_TRACE:
+		return "TRACE";
+	default:
+		return "NONE";
+	}
+}
+
+void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+	       const char *fmt, ...)
+{
+	(void)flags;
+	if (level == NCCL_LOG_WARN)
+		atomic_fetch_add(&fh_log_warns, 1);
+	int always = level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT;
+	if (!always) {
+		/* ABORT (4) sits between INFO and TRACE in the enum; only TRACE
+		 * needs the higher setting. */
+		int want = fh_log_level_get();
+		if (level == NCCL_LOG_TRACE ? want < NCCL_LOG_TRACE : want < NCCL_LOG_INFO)
+			return;
+		if (level == NCCL_LOG_NONE)
+			return;
+	}
+
+	char buf[2048];
+	int off = snprintf(buf, sizeof(buf), "[rank %d] %s %s:%d ", fh_log_rank,
+			   fh_log_level_name(level), file ? file : "?", line);
+	if (off < 0)
+		return;
+	if ((size_t)off < sizeof(buf) && fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(buf + off, sizeof(buf) - (size_t)off, fmt, ap);
+		va_end(ap);
+		if (n > 0)
+			off += n;
+	}
+	if ((size_t)off >= sizeof(buf) - 1)
+		off = (int)sizeof(buf) - 2;
+	/* The plugin's messages may or may not end in a newline. */
+	while (off > 0 && buf[off - 1] == '\n')
+		off--;
+	buf[off++] = '\n';
+	ssize_t w = write(STDERR_FILENO, buf, (size_t)off);
+	(void)w;
+}

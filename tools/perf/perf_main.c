@@ -1,0 +1,587 @@
+/*
+ * perf_main.c - nccl-fabric-perf: one-direction bandwidth through the plugin.
+ *
+ * Two forked ranks load the plugin as NCCL does; rank 0 isends, rank 1 irecvs,
+ * with W messages in flight, for about --duration seconds (or --iters
+ * messages) per size. Time is taken on the receiver, from a common start
+ * (barrier) to the last completion. The first and last message of each size
+ * are checked against the sender's checksums, and every test() must report
+ * the full size: a fast wrong answer fails loudly.
+ *
+ * --raw measures plain libfabric instead (perf_raw.c: fi_tsend/fi_trecv on one
+ * RDM endpoint per rank, the provider the plugin chose), with the same sizes,
+ * window, timing and checks; --compare runs both, interleaved size by size in
+ * the same two processes, and prints the ratio plugin/raw.
+ */
+#include "harness.h"
+#include "perf_raw.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <ctype.h>
+
+#define PF_MAX_SIZES 32
+#define PF_MAX_WINDOW 256
+#define PF_TAG 0x5f
+
+/* Which transfer paths run (--raw, --compare). */
+#define PF_PATH_PLUGIN 0x1
+#define PF_PATH_RAW 0x2
+
+struct pf_opts {
+	char plugin[4096];
+	int version;
+	int dev;
+	int window;
+	long iters; /* 0: time-based */
+	double duration;
+	size_t sizes[PF_MAX_SIZES];
+	int nsizes;
+	const char *csv;
+	int paths;            /* PF_PATH_* */
+	const char *provider; /* --provider, NULL if not given */
+};
+
+/* Receiver -> sender, per size. */
+struct pf_result {
+	int64_t iters;
+	double seconds;
+};
+
+/* ------------------------------------------------------------ transfer loop */
+
+/* One transfer path between the two ranks: the plugin's comm, or the raw
+ * libfabric endpoint. */
+struct pf_path {
+	int kind; /* PF_PATH_PLUGIN or PF_PATH_RAW */
+	fh_net_t *net;
+	void *comm;
+	pf_raw_t *raw;
+};
+
+struct pf_ctx {
+	fh_rank_t *r;
+	fh_net_t *net;
+	void *comm;
+	pf_raw_t *raw; /* set: the raw libfabric path */
+	fh_buf_t buf; /* window slots of `size` bytes, one registration */
+	size_t size;
+	int window;
+	void *req[PF_MAX_WINDOW];
+	uint64_t sums[PF_MAX_WINDOW]; /* sender's checksum of each slot */
+	/* raw path */
+	void *raw_mr, *raw_desc;
+	int64_t slot_msg[PF_MAX_WINDOW]; /* message in flight in each slot */
+	unsigned char busy[PF_MAX_WINDOW];
+};
+
+static unsigned char *pf_slot(struct pf_ctx *c, int64_t i)
+{
+	return c->buf.ptr + (size_t)(i % c->window) * c->size;
+}
+
+static int pf_check_slot(struct pf_ctx *c, int64_t i, const char *which)
+{
+	unsigned char *p = pf_slot(c, i);
+	int slot = (int)(i % c->window);
+	if (fh_checksum(p, c->size) == c->sums[slot])
+		return FH_OK;
+	size_t bad = 0;
+	uint64_t seed = fh_mix64((uint64_t)c->size * 977 + (uint64_t)slot);
+	if (fh_pattern_check(p, c->size, seed, &bad))
+		return fh_fail(c->r, "DATA CORRUPTION: %s message (#%lld) of %zu bytes: first wrong "
+				     "byte at offset %zu (0x%02x, expected 0x%02x)",
+			       which, (long long)i, c->size, bad, p[bad],
+			       fh_pattern_byte(seed, bad));
+	return fh_fail(c->r, "DATA CORRUPTION: %s message (#%lld) of %zu bytes: checksum mismatch",
+		       which, (long long)i, c->size);
+}
+
+/* Move n messages with c->window in flight. Receivers verify message 0 on
+ * completion and leave the last one for the caller. */
+static int pf_run_plugin(struct pf_ctx *c, int is_send, int64_t n)
+{
+	int64_t posted = 0, done = 0;
+	unsigned idle = 0;
+	double last = fh_now();
+	while (done < n) {
+		int progress = 0;
+		while (posted < n && posted - done < c->window) {
+			void **req = &c->req[posted % c->window];
+			unsigned char *p = pf_slot(c, posted);
+			ncclResult_t rc;
+			*req = NULL;
+			if (is_send) {
+				rc = fh_net_isend(c->net, c->comm, p, c->size, PF_TAG, c->buf.mh, req);
+			} else {
+				/* Poison the last message's slot: stale bytes must not pass. */
+				if (posted == n - 1 && posted > 0)
+					memset(p, 0xee, c->size);
+				size_t sz = c->size;
+				int tag = PF_TAG;
+				void *data = p, *mh = c->buf.mh;
+				rc = fh_net_irecv(c->net, c->comm, 1, &data, &sz, &tag, &mh, req);
+				if (rc == ncclSuccess &&
+				    *req == (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION)
+					return fh_fail(c->r, "irecv() left 0x1 in *request");
+			}
+			if (rc != ncclSuccess)
+				return fh_fail(c->r, "%s(%zu bytes) returned %s", is_send ? "isend" : "irecv",
+					       c->size, fh_result_str(rc));
+			if (!*req)
+				break; /* NULL: retry later */
+			posted++;
+			progress = 1;
+		}
+		if (done < posted) {
+			int fin = 0, sz = -1;
+			ncclResult_t rc = fh_net_test(c->net, c->req[done % c->window], &fin, &sz);
+			if (rc != ncclSuccess)
+				return fh_fail(c->r, "test() returned %s", fh_result_str(rc));
+			if (fin) {
+				if (!is_send && (sz < 0 || (size_t)sz != c->size))
+					return fh_fail(c->r, "test() reported %d bytes for a %zu-byte "
+							     "message",
+						       sz, c->size);
+				if (!is_send && done == 0 && pf_check_slot(c, 0, "first"))
+					return FH_FAIL;
+				done++;
+				progress = 1;
+			}
+		}
+		if (progress) {
+			idle = 0;
+			last = fh_now();
+		} else {
+			if (fh_now() - last > 2.0)
+				fh_stage(c->r, "%s %zu bytes: %lld/%lld done, no progress for 2s",
+					 is_send ? "sending" : "receiving", c->size, (long long)done,
+					 (long long)n);
+			if (++idle > 100000) /* keep the fast path spinning, but yield sometimes */
+				fh_relax(&idle);
+		}
+	}
+	return FH_OK;
+}
+
+/* Raw path: message i goes from and to slot i % window with tag i, so a
+ * message matched to the wrong receive shows up as a wrong tag (and as a wrong
+ * pattern in the checked slots). Completions may come in any order: a slot is
+ * reused only once its own operation has completed. */
+static uint64_t pf_raw_tag(int64_t i)
+{
+	return (uint64_t)i & 0x3fffffffu; /* far more than ever in flight */
+}
+
+static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
+{
+	int64_t posted = 0, done = 0;
+	unsigned idle = 0;
+	double last = fh_now();
+	memset(c->busy, 0, sizeof(c->busy));
+	while (done < n) {
+		int progress = 0;
+		while (posted < n) {
+			int slot = (int)(posted % c->window);
+			if (c->busy[slot])
+				break;
+			unsigned char *p = pf_slot(c, posted);
+			/* Poison the last message's slot: stale bytes must not pass. */
+			if (!is_send && posted == n - 1 && posted > 0)
+				memset(p, 0xee, c->size);
+			int rc = pf_raw_post(c->r, c->raw, is_send, slot, p, c->size, c->raw_desc,
+					     pf_raw_tag(posted));
+			if (rc < 0)
+				return FH_FAIL;
+			if (rc > 0)
+				break; /* -FI_EAGAIN: read completions, then retry */
+			c->busy[slot] = 1;
+			c->slot_msg[slot] = posted;
+			posted++;
+			progress = 1;
+		}
+		pf_raw_done_t d[16];
+		int got = pf_raw_poll(c->r, c->raw, d, 16);
+		if (got < 0)
+			return FH_FAIL;
+		for (int k = 0; k < got; k++) {
+			int slot = d[k].slot;
+			if (slot >= c->window || !c->busy[slot])
+				return fh_fail(c->r, "raw: completion for slot %d, which has nothing "
+						     "in flight",
+					       slot);
+			int64_t msg = c->slot_msg[slot];
+			if (!is_send) {
+				if (d[k].len != c->size)
+					return fh_fail(c->r, "raw: message #%lld completed with %zu "
+							     "bytes, expected %zu",
+						       (long long)msg, d[k].len, c->size);
+				if (d[k].tag != pf_raw_tag(msg))
+					return fh_fail(c->r, "raw: the receive for message #%lld "
+							     "matched tag %llu",
+						       (long long)msg, (unsigned long long)d[k].tag);
+				if (msg == 0 && pf_check_slot(c, 0, "first"))
+					return FH_FAIL;
+			}
+			c->busy[slot] = 0;
+			done++;
+			progress = 1;
+		}
+		if (progress) {
+			idle = 0;
+			last = fh_now();
+		} else {
+			if (fh_now() - last > 2.0)
+				fh_stage(c->r, "raw: %s %zu bytes: %lld/%lld done, no progress for 2s",
+					 is_send ? "sending" : "receiving", c->size, (long long)done,
+					 (long long)n);
+			if (++idle > 100000) /* as the plugin path: spin, yield sometimes */
+				fh_relax(&idle);
+		}
+	}
+	return FH_OK;
+}
+
+static int pf_run(struct pf_ctx *c, int is_send, int64_t n)
+{
+	return c->raw ? pf_run_raw(c, is_send, n) : pf_run_plugin(c, is_send, n);
+}
+
+/* ------------------------------------------------------------ one size */
+
+static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opts *o, size_t size,
+		   struct pf_result *res)
+{
+	int is_send = r->rank == 0;
+	const char *label = path->raw ? "raw: " : "";
+	struct pf_ctx c;
+	memset(&c, 0, sizeof(c));
+	c.r = r;
+	c.net = path->net;
+	c.comm = path->comm;
+	c.raw = path->raw;
+	c.size = size;
+	c.window = o->window;
+	if (c.raw && size > pf_raw_max_msg_size(c.raw))
+		return fh_fail(r, "raw: %zu-byte messages exceed the provider's max_msg_size (%zu)",
+			       size, pf_raw_max_msg_size(c.raw));
+	if (fh_buf_alloc(&c.buf, size * (size_t)o->window, 0))
+		return fh_fail(r, "cannot map %zu x %d bytes", size, o->window);
+	/* Every slot holds its own pattern for the whole run; the sender tells
+	 * the receiver the checksums. */
+	if (is_send) {
+		for (int s = 0; s < o->window; s++) {
+			unsigned char *p = c.buf.ptr + (size_t)s * size;
+			fh_pattern_fill(p, size, fh_mix64((uint64_t)size * 977 + (uint64_t)s));
+			c.sums[s] = fh_checksum(p, size);
+		}
+		if (fh_oob_send(r, 1, c.sums, sizeof(uint64_t) * (size_t)o->window))
+			return FH_FAIL;
+	} else if (fh_oob_recv(r, 0, c.sums, sizeof(uint64_t) * (size_t)o->window)) {
+		return FH_FAIL;
+	}
+	ncclResult_t rc = ncclSuccess;
+	if (c.raw) {
+		if (pf_raw_reg(r, c.raw, c.buf.ptr, c.buf.size, &c.raw_mr, &c.raw_desc))
+			return FH_FAIL;
+	} else {
+		rc = fh_buf_reg(c.net, &c.buf, c.comm, 0);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "regMr(%zu bytes) returned %s", c.buf.size,
+				       fh_result_str(rc));
+	}
+
+	/* Warm-up doubles as calibration: batches grow until one takes long
+	 * enough to time; the receiver decides and tells the sender the next
+	 * batch (> 0) or the final count (as -count). */
+	int64_t n = o->iters;
+	int64_t batch = 2 * (int64_t)o->window;
+	for (;;) {
+		if (fh_oob_barrier(r))
+			return FH_FAIL;
+		double t0 = fh_now();
+		if (pf_run(&c, is_send, batch))
+			return FH_FAIL;
+		double t = fh_now() - t0;
+		int64_t next;
+		if (!is_send) {
+			if (pf_check_slot(&c, batch - 1, "last warm-up"))
+				return FH_FAIL;
+			double enough = o->duration < 0.8 ? o->duration / 4 : 0.2;
+			if (n > 0) {
+				next = -n;
+			} else if (t >= enough || batch >= 1000000) {
+				double want = o->duration * (double)batch / (t > 0 ? t : 1e-9);
+				next = -(want < (double)o->window ? o->window
+				         : want > 1e7 ? 10000000 : (int64_t)want);
+			} else {
+				next = batch * (t < enough / 8 ? 8 : 2);
+			}
+			if (fh_oob_send(r, 0, &next, sizeof(next)))
+				return FH_FAIL;
+		} else if (fh_oob_recv(r, 1, &next, sizeof(next))) {
+			return FH_FAIL;
+		}
+		if (next < 0) {
+			n = -next;
+			break;
+		}
+		batch = next;
+	}
+
+	fh_stage(r, "%s%zu bytes x %lld", label, size, (long long)n);
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	double t0 = fh_now();
+	if (pf_run(&c, is_send, n))
+		return FH_FAIL;
+	double secs = fh_now() - t0;
+	if (!is_send) {
+		if (pf_check_slot(&c, n - 1, "last"))
+			return FH_FAIL;
+		res->iters = n;
+		res->seconds = secs;
+		if (fh_oob_send(r, 0, res, sizeof(*res)))
+			return FH_FAIL;
+	} else if (fh_oob_recv(r, 1, res, sizeof(*res))) {
+		return FH_FAIL;
+	}
+	if (c.raw) {
+		int st = pf_raw_dereg(r, c.raw, c.raw_mr);
+		fh_buf_free(&c.buf);
+		return st;
+	}
+	rc = fh_buf_dereg(c.net, &c.buf);
+	fh_buf_free(&c.buf);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "deregMr() returned %s", fh_result_str(rc));
+	return FH_OK;
+}
+
+static int pf_rank(fh_rank_t *r, void *arg)
+{
+	const struct pf_opts *o = arg;
+	fh_net_t *net = calloc(1, sizeof(*net));
+	char err[600];
+	if (!net)
+		return fh_fail(r, "out of memory");
+	if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
+		return fh_fail(r, "%s", err);
+	ncclResult_t rc = fh_net_init(net);
+	if (rc != ncclSuccess)
+		return fh_skip(r, "init() returned %s: no usable provider", fh_result_str(rc));
+	int ndev = 0;
+	rc = fh_net_devices(net, &ndev);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "devices() returned %s", fh_result_str(rc));
+	if (ndev <= o->dev)
+		return fh_skip(r, "no device: devices() returned %d", ndev);
+	fh_props_t p;
+	rc = fh_net_get_properties(net, o->dev, &p);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
+
+	FILE *csv = NULL;
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	const char *prov = tools && tools->provider ? tools->provider() : NULL;
+	if (r->rank == 0) {
+		printf("# plugin:   %s (ncclNetPlugin_v%d \"%s\")\n", o->plugin, o->version,
+		       fh_net_name(net));
+		printf("# provider: %s\n", prov ? prov : "(unknown: plugin exports no tools table)");
+		printf("# device:   %d \"%s\", %d Mbps, maxRecvs %d\n", o->dev, p.name ? p.name : "",
+		       p.speed, p.maxRecvs);
+		printf("# window %d, %s\n", o->window, o->iters ? "fixed iterations" : "timed");
+		printf("%14s %10s %12s %10s\n", "bytes", "iters", "seconds", "GB/s");
+		fflush(stdout);
+		if (o->csv) {
+			csv = fopen(o->csv, "w");
+			if (!csv)
+				return fh_fail(r, "cannot write %s: %s", o->csv, strerror(errno));
+			fprintf(csv, "provider,device,version,bytes,iterations,window,seconds,gbps\n");
+		}
+	}
+
+	void *sc = NULL, *rcomm = NULL;
+	if (fh_link(r, net, o->dev, r->rank == 0 ? 1 : -1, r->rank == 1 ? 0 : -1, &sc, &rcomm))
+		return FH_FAIL;
+	void *comm = r->rank == 0 ? sc : rcomm;
+	for (int i = 0; i < o->nsizes; i++) {
+		struct pf_result res = {0, 0};
+		if (pf_size(r, net, comm, o, o->sizes[i], &res))
+			return FH_FAIL;
+		if (r->rank == 0) {
+			double bytes = (double)o->sizes[i] * (double)res.iters;
+			double gbps = res.seconds > 0 ? bytes / res.seconds / 1e9 : 0;
+			printf("%14zu %10lld %12.6f %10.3f\n", o->sizes[i], (long long)res.iters,
+			       res.seconds, gbps);
+			fflush(stdout);
+			if (csv)
+				fprintf(csv, "\"%s\",\"%s\",%d,%zu,%lld,%d,%.6f,%.4f\n",
+					prov ? prov : "", p.name ? p.name : "", o->version, o->sizes[i],
+					(long long)res.iters, o->window, res.seconds, gbps);
+		}
+	}
+	if (csv && fclose(csv))
+		return fh_fail(r, "writing %s failed", o->csv);
+	rc = r->rank == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rcomm);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "close returned %s", fh_result_str(rc));
+	if (fh_net_has_finalize(net)) {
+		rc = fh_net_finalize(net, net->ctx);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "finalize() returned %s", fh_result_str(rc));
+		fh_net_unload(net);
+	}
+	free(net);
+	return FH_OK;
+}
+
+/* ------------------------------------------------------------ options */
+
+static int pf_parse_size(const char *s, size_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -1;
+	unsigned long long mult = 1;
+	if (*end) {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': mult = 1ULL << 10; break;
+		case 'M': mult = 1ULL << 20; break;
+		case 'G': mult = 1ULL << 30; break;
+		default: return -1;
+		}
+		end++;
+		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
+			end += strlen(end);
+		if (*end)
+			return -1;
+	}
+	if (v == 0 || v > (unsigned long long)SIZE_MAX / mult)
+		return -1;
+	*out = (size_t)(v * mult);
+	return 0;
+}
+
+static void pf_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nccl-fabric-perf [options]\n"
+		"One-direction bandwidth between two local processes through the NCCL net\n"
+		"plugin (rank 0 isend, rank 1 irecv), loaded as NCCL loads it.\n\n"
+		"  --plugin PATH     plugin (default: $NCCL_NET_PLUGIN if it has a '/', else\n"
+		"                    <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
+		"  --provider NAME   set NCCL_FABRIC_PROVIDER=NAME (tcp, shm, ...)\n"
+		"  --loopback        set FI_{TCP,UDP,SOCKETS,NET}_IFACE=lo when unset\n"
+		"  --sizes LIST      message sizes, e.g. 64K,1M,4M,64M (the default)\n"
+		"  --window W        messages in flight (default 8)\n"
+		"  --iters N         messages per size (default: about --duration seconds)\n"
+		"  --duration S      seconds per size when --iters is not given (default 1)\n"
+		"  --csv FILE        also write the results as CSV\n"
+		"  --version V       table version to use, 6..12 (default 12)\n"
+		"  --dev N           device (default 0)\n"
+		"GB/s is 1e9 bytes per second, one direction. Exit 0 ok, 1 failure,\n"
+		"77 no device.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static struct pf_opts o;
+	const char *plugin_cli = NULL, *provider = NULL;
+	int loopback = 0;
+	o.version = FH_VERSION_MAX;
+	o.window = 8;
+	o.duration = 1.0;
+	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
+	       O_CSV, O_VERSION, O_DEV, O_HELP };
+	static const struct option longopts[] = {
+		{"plugin", required_argument, NULL, O_PLUGIN},
+		{"provider", required_argument, NULL, O_PROVIDER},
+		{"loopback", no_argument, NULL, O_LOOPBACK},
+		{"sizes", required_argument, NULL, O_SIZES},
+		{"window", required_argument, NULL, O_WINDOW},
+		{"iters", required_argument, NULL, O_ITERS},
+		{"duration", required_argument, NULL, O_DURATION},
+		{"csv", required_argument, NULL, O_CSV},
+		{"version", required_argument, NULL, O_VERSION},
+		{"dev", required_argument, NULL, O_DEV},
+		{"help", no_argument, NULL, O_HELP},
+		{NULL, 0, NULL, 0},
+	};
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_PLUGIN: plugin_cli = optarg; break;
+		case O_PROVIDER: provider = optarg; break;
+		case O_LOOPBACK: loopback = 1; break;
+		case O_SIZES: {
+			char *copy = strdup(optarg), *save = NULL;
+			o.nsizes = 0;
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				if (o.nsizes >= PF_MAX_SIZES || pf_parse_size(t, &o.sizes[o.nsizes])) {
+					fprintf(stderr, "bad --sizes entry '%s'\n", t);
+					free(copy);
+					return 2;
+				}
+				o.nsizes++;
+			}
+			free(copy);
+			break;
+		}
+		case O_WINDOW: o.window = atoi(optarg); break;
+		case O_ITERS: o.iters = atol(optarg); break;
+		case O_DURATION: o.duration = atof(optarg); break;
+		case O_CSV: o.csv = optarg; break;
+		case O_VERSION: o.version = atoi(optarg); break;
+		case O_DEV: o.dev = atoi(optarg); break;
+		case O_HELP:
+		case 'h': pf_usage(stdout); return 0;
+		default: pf_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || o.window < 1 || o.window > PF_MAX_WINDOW || o.iters < 0 ||
+	    !(o.duration > 0) || o.version < FH_VERSION_MIN || o.version > FH_VERSION_MAX ||
+	    o.dev < 0) {
+		fprintf(stderr, "bad arguments (window 1..%d, version %d..%d)\n", PF_MAX_WINDOW,
+			FH_VERSION_MIN, FH_VERSION_MAX);
+		pf_usage(stderr);
+		return 2;
+	}
+	if (!o.nsizes) {
+		static const size_t def[] = {64 << 10, 1 << 20, 4 << 20, 64 << 20};
+		for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
+			o.sizes[o.nsizes++] = def[i];
+	}
+	if (fh_plugin_locate(plugin_cli, o.plugin, sizeof(o.plugin))) {
+		fprintf(stderr, "cannot work out where the plugin is; use --plugin PATH\n");
+		return 2;
+	}
+	if (provider)
+		setenv("NCCL_FABRIC_PROVIDER", provider, 1);
+	if (loopback) {
+		setenv("FI_TCP_IFACE", "lo", 0);
+		setenv("FI_UDP_IFACE", "lo", 0);
+		setenv("FI_SOCKETS_IFACE", "lo", 0);
+		setenv("FI_NET_IFACE", "lo", 0);
+	}
+	/* Generous: calibration + the timed run + setup, per size. */
+	double per_size = o.iters ? 120.0 : 10.0 + 3.0 * o.duration;
+	double limit = (60.0 + per_size * o.nsizes) * fh_timeout_multiplier();
+	fh_outcome_t out;
+	fh_launch(2, limit, pf_rank, &o, &out);
+	if (out.status == FH_SKIP) {
+		printf("SKIP: %s\n", out.text);
+		return FH_SKIP;
+	}
+	if (out.status != FH_OK) {
+		fprintf(stderr, "nccl-fabric-perf FAILED: %s\n", out.text);
+		return 1;
+	}
+	return 0;
+}

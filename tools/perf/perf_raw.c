@@ -1,0 +1,366 @@
+/*
+ * perf_raw.c - the raw libfabric baseline: one RDM endpoint per rank, tagged
+ * sends and receives, completions read from one CQ. The only file of the tool
+ * that calls libfabric (the plugin path reaches libfabric through the plugin).
+ *
+ * What it supports of the provider's requirements:
+ *   mode     FI_CONTEXT, FI_CONTEXT2: every operation owns a struct fi_context2.
+ *            Anything else (FI_MSG_PREFIX, ...) is refused at fi_getinfo.
+ *   mr_mode  FI_MR_LOCAL: buffers are registered and their descriptors passed;
+ *            FI_MR_ENDPOINT: registrations are bound to the endpoint and enabled;
+ *            FI_MR_PROV_KEY: the provider's keys are used (no key is requested);
+ *            FI_MR_VIRT_ADDR, FI_MR_ALLOCATED: nothing to do for send/receive
+ *            of mapped memory. Other bits are refused with a clear message.
+ */
+#include "perf_raw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#define PF_RAW_NAME_MAX 256 /* endpoint names exchanged out of band */
+#define PF_RAW_API FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
+#define PF_RAW_MODES (FI_CONTEXT | FI_CONTEXT2)
+#define PF_RAW_MR_MODES \
+	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT)
+#define PF_RAW_CQ_BATCH 16
+
+struct pf_raw {
+	struct fi_info *list; /* fi_getinfo's answer; info is its first entry */
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_cq *cq;
+	struct fid_av *av;
+	struct fid_ep *ep;
+	fi_addr_t peer;
+	uint64_t next_key;
+	int domain_fallback; /* the plugin's domain was not offered */
+	struct fi_context2 ctx[PF_RAW_MAX_OPS];
+};
+
+/* What goes to the peer: the provider (to catch a mismatch) and the name. */
+struct pf_raw_addr {
+	uint32_t len;
+	char prov[128];
+	unsigned char name[PF_RAW_NAME_MAX];
+};
+
+static const char *pf_err(long rc)
+{
+	return fi_strerror((int)(rc < 0 ? -rc : rc));
+}
+
+static const char *pf_threading(enum fi_threading t)
+{
+	switch (t) {
+	case FI_THREAD_SAFE: return "safe";
+	case FI_THREAD_FID: return "fid";
+	case FI_THREAD_DOMAIN: return "domain";
+	case FI_THREAD_COMPLETION: return "completion";
+	case FI_THREAD_ENDPOINT: return "endpoint";
+	default: return "unspecified";
+	}
+}
+
+static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const char *domain)
+{
+	struct fi_info *hints = fi_allocinfo();
+	if (!hints)
+		return fh_fail(r, "raw: fi_allocinfo: out of memory");
+	hints->caps = FI_TAGGED | FI_MSG;
+	hints->mode = PF_RAW_MODES;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = PF_RAW_MR_MODES;
+	/* The plugin asks for FI_THREAD_SAFE (NCCL calls it from several
+	 * threads); the same here, so the two paths differ by the plugin only. */
+	hints->domain_attr->threading = FI_THREAD_SAFE;
+	hints->fabric_attr->prov_name = strdup(prov); /* fi_freeinfo frees them */
+	if (domain && *domain)
+		hints->domain_attr->name = strdup(domain);
+	if (!hints->fabric_attr->prov_name || (domain && *domain && !hints->domain_attr->name)) {
+		fi_freeinfo(hints);
+		return fh_fail(r, "raw: out of memory");
+	}
+	int rc = fi_getinfo(PF_RAW_API, NULL, NULL, 0, hints, &raw->list);
+	if (rc == -FI_ENODATA && hints->domain_attr->name) {
+		free(hints->domain_attr->name);
+		hints->domain_attr->name = NULL;
+		raw->domain_fallback = 1;
+		rc = fi_getinfo(PF_RAW_API, NULL, NULL, 0, hints, &raw->list);
+	}
+	fi_freeinfo(hints);
+	if (rc) {
+		raw->list = NULL;
+		return fh_fail(r,
+			       "raw: fi_getinfo(provider \"%s\", FI_EP_RDM, FI_TAGGED|FI_MSG, "
+			       "mr_mode <= 0x%x, mode <= FI_CONTEXT|FI_CONTEXT2) failed: %s",
+			       prov, (unsigned)PF_RAW_MR_MODES, pf_err(rc));
+	}
+	raw->info = raw->list;
+	const struct fi_info *i = raw->info;
+	/* The hints bound both, but a provider that ignores them must fail here,
+	 * not corrupt memory later. */
+	if (i->mode & ~(uint64_t)PF_RAW_MODES)
+		return fh_fail(r, "raw: provider %s requires mode bits 0x%llx this tool does not "
+				  "implement (only FI_CONTEXT, FI_CONTEXT2)",
+			       i->fabric_attr->prov_name,
+			       (unsigned long long)(i->mode & ~(uint64_t)PF_RAW_MODES));
+	if (i->domain_attr->mr_mode & ~PF_RAW_MR_MODES)
+		return fh_fail(r, "raw: provider %s requires mr_mode bits 0x%x this tool does not "
+				  "implement (only LOCAL, VIRT_ADDR, ALLOCATED, PROV_KEY, ENDPOINT)",
+			       i->fabric_attr->prov_name,
+			       (unsigned)(i->domain_attr->mr_mode & ~PF_RAW_MR_MODES));
+	return FH_OK;
+}
+
+static int pf_raw_exchange(fh_rank_t *r, pf_raw_t *raw, int peer)
+{
+	struct pf_raw_addr mine, theirs;
+	memset(&mine, 0, sizeof(mine));
+	size_t len = sizeof(mine.name);
+	int rc = fi_getname(&raw->ep->fid, mine.name, &len);
+	if (rc)
+		return fh_fail(r, "raw: fi_getname failed: %s%s", pf_err(rc),
+			       rc == -FI_ETOOSMALL ? " (the name is longer than this tool carries)"
+						   : "");
+	mine.len = (uint32_t)len;
+	snprintf(mine.prov, sizeof(mine.prov), "%s", raw->info->fabric_attr->prov_name);
+	/* Both send first: the socketpair buffers a few hundred bytes easily. */
+	if (fh_oob_send(r, peer, &mine, sizeof(mine)) || fh_oob_recv(r, peer, &theirs, sizeof(theirs)))
+		return FH_FAIL;
+	theirs.prov[sizeof(theirs.prov) - 1] = '\0';
+	if (strcmp(mine.prov, theirs.prov))
+		return fh_fail(r, "raw: this rank opened provider %s, rank %d opened %s", mine.prov,
+			       peer, theirs.prov);
+	if (theirs.len == 0 || theirs.len > sizeof(theirs.name))
+		return fh_fail(r, "raw: rank %d sent an endpoint name of %u bytes", peer, theirs.len);
+	rc = fi_av_insert(raw->av, theirs.name, 1, &raw->peer, 0, NULL);
+	if (rc != 1)
+		return fh_fail(r, "raw: fi_av_insert of rank %d's address failed: %s", peer,
+			       rc < 0 ? pf_err(rc) : "not inserted");
+	return FH_OK;
+}
+
+int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, pf_raw_t **out)
+{
+	*out = NULL;
+	pf_raw_t *raw = calloc(1, sizeof(*raw));
+	if (!raw)
+		return fh_fail(r, "raw: out of memory");
+	raw->peer = FI_ADDR_UNSPEC;
+	raw->next_key = 1;
+	*out = raw; /* the caller closes it, also after a failure */
+	if (pf_raw_getinfo(r, raw, prov, domain))
+		return FH_FAIL;
+	struct fi_info *info = raw->info;
+	int rc = fi_fabric(info->fabric_attr, &raw->fabric, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_fabric(%s) failed: %s", info->fabric_attr->name,
+			       pf_err(rc));
+	rc = fi_domain(raw->fabric, info, &raw->domain, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_domain(%s) failed: %s", info->domain_attr->name,
+			       pf_err(rc));
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_TAGGED,
+		.wait_obj = FI_WAIT_NONE,
+		.size = 0, /* the provider's default: far more than 2 x PF_RAW_MAX_OPS */
+	};
+	rc = fi_cq_open(raw->domain, &cq_attr, &raw->cq, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_cq_open failed: %s", pf_err(rc));
+	struct fi_av_attr av_attr = {.type = info->domain_attr->av_type, .count = 4};
+	rc = fi_av_open(raw->domain, &av_attr, &raw->av, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_av_open failed: %s", pf_err(rc));
+	rc = fi_endpoint(raw->domain, info, &raw->ep, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_endpoint failed: %s", pf_err(rc));
+	rc = fi_ep_bind(raw->ep, &raw->av->fid, 0);
+	if (rc)
+		return fh_fail(r, "raw: fi_ep_bind(AV) failed: %s", pf_err(rc));
+	rc = fi_ep_bind(raw->ep, &raw->cq->fid, FI_TRANSMIT | FI_RECV);
+	if (rc)
+		return fh_fail(r, "raw: fi_ep_bind(CQ) failed: %s", pf_err(rc));
+	rc = fi_enable(raw->ep);
+	if (rc)
+		return fh_fail(r, "raw: fi_enable failed: %s", pf_err(rc));
+	return pf_raw_exchange(r, raw, peer);
+}
+
+int pf_raw_close(fh_rank_t *r, pf_raw_t *raw)
+{
+	if (!raw)
+		return FH_OK;
+	/* Endpoint first (it holds the AV and the CQ), the fabric last. */
+	struct fid *order[] = {
+		raw->ep ? &raw->ep->fid : NULL,
+		raw->av ? &raw->av->fid : NULL,
+		raw->cq ? &raw->cq->fid : NULL,
+		raw->domain ? &raw->domain->fid : NULL,
+		raw->fabric ? &raw->fabric->fid : NULL,
+	};
+	static const char *const what[] = {"endpoint", "AV", "CQ", "domain", "fabric"};
+	int status = FH_OK;
+	for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+		if (!order[k])
+			continue;
+		int rc = fi_close(order[k]);
+		if (rc && status == FH_OK)
+			status = fh_fail(r, "raw: closing the %s failed: %s", what[k], pf_err(rc));
+	}
+	if (raw->list)
+		fi_freeinfo(raw->list);
+	free(raw);
+	return status;
+}
+
+void pf_raw_describe(const pf_raw_t *raw, char *buf, size_t len)
+{
+	const struct fi_info *i = raw->info;
+	uint32_t v = fi_version();
+	int mr_local = (i->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+	snprintf(buf, len,
+		 "libfabric %u.%u (API %u.%u), provider %s, domain %s%s, mr_mode 0x%x (%s), "
+		 "mode 0x%llx, threading %s, inject %zu, max_msg_size %zu",
+		 FI_MAJOR(v), FI_MINOR(v), FI_MAJOR(PF_RAW_API), FI_MINOR(PF_RAW_API),
+		 i->fabric_attr->prov_name, i->domain_attr->name,
+		 raw->domain_fallback ? " (the plugin's domain was not offered)" : "",
+		 (unsigned)i->domain_attr->mr_mode,
+		 mr_local ? "buffers registered" : "no registration needed",
+		 (unsigned long long)i->mode, pf_threading(i->domain_attr->threading),
+		 i->tx_attr->inject_size, i->ep_attr->max_msg_size);
+}
+
+const char *pf_raw_provider(const pf_raw_t *raw)
+{
+	return raw->info->fabric_attr->prov_name;
+}
+
+const char *pf_raw_domain(const pf_raw_t *raw)
+{
+	return raw->info->domain_attr->name;
+}
+
+size_t pf_raw_max_msg_size(const pf_raw_t *raw)
+{
+	return raw->info->ep_attr->max_msg_size;
+}
+
+int pf_raw_reg(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, void **mr, void **desc)
+{
+	*mr = NULL;
+	*desc = NULL;
+	uint64_t mode = raw->info->domain_attr->mr_mode;
+	if (!(mode & FI_MR_LOCAL))
+		return FH_OK;
+	struct fid_mr *m = NULL;
+	/* Send/receive only: no remote access, so the key and the address mode
+	 * (FI_MR_VIRT_ADDR) never leave this process. */
+	uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : raw->next_key++;
+	int rc = fi_mr_reg(raw->domain, buf, len, FI_SEND | FI_RECV, 0, key, 0, &m, NULL);
+	if (rc)
+		return fh_fail(r, "raw: fi_mr_reg(%zu bytes) failed: %s", len, pf_err(rc));
+	if (mode & FI_MR_ENDPOINT) {
+		rc = fi_mr_bind(m, &raw->ep->fid, 0);
+		if (!rc)
+			rc = fi_mr_enable(m);
+		if (rc) {
+			fi_close(&m->fid);
+			return fh_fail(r, "raw: binding a registration to the endpoint "
+					  "(FI_MR_ENDPOINT) failed: %s", pf_err(rc));
+		}
+	}
+	*mr = m;
+	*desc = fi_mr_desc(m);
+	return FH_OK;
+}
+
+int pf_raw_dereg(fh_rank_t *r, pf_raw_t *raw, void *mr)
+{
+	if (!mr)
+		return FH_OK;
+	int rc = fi_close(&((struct fid_mr *)mr)->fid);
+	if (rc)
+		return fh_fail(r, "raw: closing a registration failed: %s", pf_err(rc));
+	return FH_OK;
+}
+
+int pf_raw_post(fh_rank_t *r, pf_raw_t *raw, int is_send, int slot, void *buf, size_t len,
+		void *desc, uint64_t tag)
+{
+	if (slot < 0 || slot >= PF_RAW_MAX_OPS) {
+		fh_fail(r, "raw: slot %d out of range", slot);
+		return -1;
+	}
+	void *ctx = &raw->ctx[slot];
+	ssize_t rc = is_send ? fi_tsend(raw->ep, buf, len, desc, raw->peer, tag, ctx)
+			     : fi_trecv(raw->ep, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, ctx);
+	if (rc == 0)
+		return 0;
+	if (rc == -FI_EAGAIN)
+		return 1;
+	fh_fail(r, "raw: %s(%zu bytes, tag %llu) failed: %s", is_send ? "fi_tsend" : "fi_trecv",
+		len, (unsigned long long)tag, pf_err(rc));
+	return -1;
+}
+
+/* Slot of an operation context, -1 if it is none of ours. */
+static int pf_raw_slot(const pf_raw_t *raw, const void *ctx)
+{
+	uintptr_t base = (uintptr_t)raw->ctx, at = (uintptr_t)ctx;
+	if (at < base || at >= base + sizeof(raw->ctx) || (at - base) % sizeof(raw->ctx[0]))
+		return -1;
+	return (int)((at - base) / sizeof(raw->ctx[0]));
+}
+
+int pf_raw_poll(fh_rank_t *r, pf_raw_t *raw, pf_raw_done_t *done, int max)
+{
+	struct fi_cq_tagged_entry e[PF_RAW_CQ_BATCH];
+	if (max > PF_RAW_CQ_BATCH)
+		max = PF_RAW_CQ_BATCH;
+	if (max < 1)
+		return 0;
+	ssize_t n = fi_cq_read(raw->cq, e, (size_t)max);
+	if (n == -FI_EAGAIN)
+		return 0;
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+		memset(&err, 0, sizeof(err));
+		ssize_t en = fi_cq_readerr(raw->cq, &err, 0);
+		if (en < 0) {
+			fh_fail(r, "raw: fi_cq_readerr failed: %s", pf_err(en));
+			return -1;
+		}
+		const char *prov = fi_cq_strerror(raw->cq, err.prov_errno, err.err_data, NULL, 0);
+		int slot = pf_raw_slot(raw, err.op_context);
+		fh_fail(r, "raw: operation in slot %d failed: %s (provider: %s)%s", slot,
+			pf_err(err.err), prov ? prov : "-",
+			err.err == FI_ETRUNC ? " - a message larger than the posted receive" : "");
+		return -1;
+	}
+	if (n < 0) {
+		fh_fail(r, "raw: fi_cq_read failed: %s", pf_err(n));
+		return -1;
+	}
+	for (ssize_t k = 0; k < n; k++) {
+		int slot = pf_raw_slot(raw, e[k].op_context);
+		if (slot < 0) {
+			fh_fail(r, "raw: completion with a context (%p) this tool never posted",
+				e[k].op_context);
+			return -1;
+		}
+		done[k].slot = slot;
+		done[k].len = e[k].len;
+		done[k].tag = e[k].tag;
+	}
+	return (int)n;
+}
