@@ -16,6 +16,8 @@ enum fab_cfg_type { FAB_CFG_STR, FAB_CFG_INT, FAB_CFG_BOOL, FAB_CFG_ENUM };
 
 /* Values of the NCCL_FABRIC_HMEM enum, in the order of its name list. */
 enum fab_hmem_mode { FAB_HMEM_AUTO = 0, FAB_HMEM_FORCE = 1, FAB_HMEM_OFF = 2 };
+/* Values of NCCL_FABRIC_FLUSH. */
+enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH_MODE_CUDA = 2 };
 
 /*     id           type           default  min  max      enum names    help */
 #define FAB_SETTINGS(X)                                                                        \
@@ -32,6 +34,11 @@ enum fab_hmem_mode { FAB_HMEM_AUTO = 0, FAB_HMEM_FORCE = 1, FAB_HMEM_OFF = 2 };
 	X(DMABUF, FAB_CFG_BOOL, "1", 0, 1, NULL,                                               \
 	  "Offer NCCL DMA-BUF registration (NCCL_PTR_DMABUF) when GPU memory is used, "       \
 	  "libfabric >= 1.20 and the GPU supports DMA-BUF. 0 turns it off.")                  \
+	X(FLUSH, FAB_CFG_ENUM, "auto", 0, 0, "auto|rma|cuda",                                  \
+	  "How iflush orders GPU-direct writes before NCCL reads them. rma: an RDMA read "     \
+	  "of the received buffer (needs FI_RMA|FI_READ); cuda: the CUDA driver's "           \
+	  "cuFlushGPUDirectRDMAWrites; auto: rma where the provider offers it, else cuda. "  \
+	  "Without either, GPU memory is not used.")                                         \
 	X(MAX_RECVS, FAB_CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
 	X(SPEED, FAB_CFG_INT, "0", 0, 100000000, NULL,                                         \

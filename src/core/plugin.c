@@ -96,7 +96,7 @@ static void device_props(struct fab_plugin *p, struct fab_device *dev)
 	pr->guid = fab_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ULL);
 	pr->ptr_support = dev->hmem ? p->hmem.ptr_support : NCCL_PTR_HOST;
 	pr->reg_is_global = 1;
-	pr->force_flush = 0;
+	pr->force_flush = dev->hmem && p->hmem.force_flush;
 	pr->speed = device_speed(dev, &p->cfg);
 	pr->port = 0;
 	pr->latency = 0; /* libfabric reports no latency: 0 leaves NCCL's own estimate */
@@ -126,6 +126,7 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 		struct fab_domain_attr attr = {
 			.info = dev->info,
 			.hmem = dev->hmem,
+			.flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ,
 			.expected_cuda_rc = p->hmem.expected_cuda_rc,
 			.nep = 1,
 			.cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i,
@@ -185,8 +186,10 @@ static void log_decision(struct fab_plugin *p)
 	FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory: %s", p->hmem.reason);
 	if (d->probe.attempted)
 		FAB_INFO(NCCL_INIT | NCCL_NET,
-			 "FI_OPT_CUDA_API_PERMITTED=false answered %s; FI_HMEM_P2P: %s; DMA-BUF: %s",
-			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason);
+			 "FI_OPT_CUDA_API_PERMITTED=false answered %s; FI_HMEM_P2P: %s; DMA-BUF: %s; "
+			 "flush: %s; forceFlush %d",
+			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason, p->hmem.flush_reason,
+			 p->hmem.force_flush);
 	FAB_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
 	if (p->hmem.warning[0])
 		FAB_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);

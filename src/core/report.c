@@ -175,6 +175,11 @@ static void write_text(FILE *out, struct report_view *v)
 		fprintf(out, "  probe:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n", v->hmem->answer);
 		fprintf(out, "  GPUDirect (FI_OPT_FI_HMEM_P2P): %s\n", v->hmem->p2p);
 		fprintf(out, "  DMA-BUF:  %s\n", v->hmem->dmabuf_reason);
+		fprintf(out, "  flush:    %s; forceFlush %d (%s)\n", v->hmem->flush_reason,
+			v->hmem->force_flush,
+			v->hmem->force_flush ? "the GPU does not report ordered GPUDirect RDMA writes" :
+			v->hmem->use_hmem ? "the GPU orders GPUDirect RDMA writes; NCCL decides" :
+					    "host memory");
 		fprintf(out, "  NCCL:     %s\n", v->hmem->nccl_effect);
 		if (v->hmem->warning[0])
 			fprintf(out, "  WARNING:  %s\n", v->hmem->warning);
@@ -291,6 +296,9 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "gpudirect", v->hmem->p2p, true);
 		json_kv_str(out, "reason", v->hmem->reason, true);
 		json_kv_str(out, "dmabuf_reason", v->hmem->dmabuf_reason, true);
+		json_kv_str(out, "flush", fab_policy_flush_name(v->hmem->flush), true);
+		json_kv_str(out, "flush_reason", v->hmem->flush_reason, true);
+		fprintf(out, "\"force_flush\":%s,", v->hmem->force_flush ? "true" : "false");
 		json_kv_str(out, "nccl_effect", v->hmem->nccl_effect, true);
 		json_kv_str(out, "warning", v->hmem->warning, false);
 	}

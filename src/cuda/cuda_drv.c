@@ -15,6 +15,7 @@ typedef unsigned long long CUdeviceptr;
 enum {
 	FAB_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED = 116,
 	FAB_CU_ATTR_DMA_BUF_SUPPORTED = 124,
+	FAB_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING = 118,
 	FAB_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
 	FAB_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 	FAB_CU_MEMORYTYPE_DEVICE = 2,
@@ -92,6 +93,7 @@ void fab_cuda_open(struct fab_cuda_info *info)
 	}
 	info->dmabuf = info->ngpus > 0;
 	info->gdr = info->ngpus > 0;
+	info->writes_ordered = info->ngpus > 0;
 	for (int i = 0; i < info->ngpus; i++) {
 		CUdevice dev;
 		int v = 0;
@@ -102,6 +104,10 @@ void fab_cuda_open(struct fab_cuda_info *info)
 		v = 0;
 		if (drv.device_attr(&v, FAB_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev) || !v)
 			info->gdr = false;
+		v = 0; /* a flush scope: >= "to owner" means the GPU orders the writes */
+		if (drv.device_attr(&v, FAB_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING, dev) ||
+		    v < FAB_CU_FLUSH_TO_OWNER)
+			info->writes_ordered = false;
 	}
 	info->flush = drv.flush != NULL;
 }

@@ -91,6 +91,7 @@ struct fab_mr_cache {
 struct fab_domain_attr {
 	const struct fi_info *info; /* the entry to open (HMEM or host entry) */
 	bool hmem;                  /* GPU buffers will be registered */
+	bool flush_rma;             /* iflush reads GPU buffers back (needs a host page) */
 	int expected_cuda_rc;       /* every endpoint must repeat the probe's answer */
 	int nep;                    /* endpoints to open (>= 1) */
 	int cq_batch;
@@ -111,6 +112,8 @@ struct fab_domain {
 	char name[FAB_NAME_LEN];
 	int nep;
 	struct fab_ep *eps[8];
+	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
+	struct fab_mr *flush_mr;
 };
 
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
@@ -133,6 +136,9 @@ int fab_mr_cache_count(const struct fab_mr_cache *cache);
  * device is the CUDA ordinal for FI_HMEM_CUDA. */
 int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
 	       int device, struct fab_mr **out);
+/* Same through a DMA-BUF file descriptor (FI_MR_DMABUF, libfabric >= 1.20). */
+int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
+		      int device, struct fab_mr **out);
 /* Drops the reference; the last one really deregisters. */
 void fab_mr_put(struct fab_mr *mr);
 /* Registrations currently held (tests, the report). */

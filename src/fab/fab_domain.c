@@ -10,6 +10,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <unistd.h>
 
 #include "fab/fab.h"
@@ -58,6 +59,16 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 			goto fail;
 		dom->nep++;
 	}
+	if (attr->flush_rma) {
+		dom->flush_page = aligned_alloc(4096, 4096);
+		if (!dom->flush_page) {
+			rc = -FI_ENOMEM;
+			goto fail;
+		}
+		rc = fab_mr_get(dom, dom->flush_page, 4096, FI_HMEM_SYSTEM, 0, &dom->flush_mr);
+		if (rc)
+			goto fail;
+	}
 	*out = dom;
 	return 0;
 fail:
@@ -71,6 +82,8 @@ void fab_domain_close(struct fab_domain *dom)
 		return;
 	for (int i = dom->nep - 1; i >= 0; i--)
 		fab_ep_close(dom->eps[i]);
+	fab_mr_put(dom->flush_mr);
+	free(dom->flush_page);
 	/* Registrations NCCL never released (it does not always deregister before
 	 * finalize): close them, the domain cannot close while they are open. */
 	struct dlist *it, *tmp;
@@ -106,24 +119,49 @@ static uint64_t mr_access(const struct fab_domain *dom)
 	return access;
 }
 
-static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m)
+/* fi_mr_attr as libfabric 1.22 lays it out. The plugin asks for a newer API
+ * than its 1.17 headers, so libfabric may read the later fields: they are
+ * here, zero. The first member is a union with the DMA-BUF descriptor. */
+struct fab_mr_attr_ext {
+	struct fi_mr_attr base;
+	void *hmem_data;
+	size_t page_size;
+	const void *base_mr;
+	size_t sub_mr_cnt;
+};
+_Static_assert(offsetof(struct fab_mr_attr_ext, hmem_data) == sizeof(struct fi_mr_attr),
+	       "fi_mr_attr extension must follow the 1.17 fields");
+
+/* struct fi_mr_dmabuf and FI_MR_DMABUF of libfabric 1.20. */
+struct fab_mr_dmabuf {
+	int fd;
+	uint64_t offset;
+	size_t len;
+	void *base_addr;
+};
+#define FAB_MR_DMABUF (1ULL << 40)
+
+static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m,
+			      const struct fab_mr_dmabuf *dmabuf)
 {
 	struct iovec iov = { .iov_base = (void *)m->start, .iov_len = m->end - m->start };
-	struct fi_mr_attr attr = {
-		.mr_iov = &iov,
-		.iov_count = 1,
-		.access = mr_access(dom),
-		.requested_key = (dom->mr_mode & FI_MR_PROV_KEY) ? 0 : dom->next_key++,
-		.iface = m->iface,
-	};
+	struct fab_mr_attr_ext ext;
+	memset(&ext, 0, sizeof(ext));
+	struct fi_mr_attr *attr = &ext.base;
+	attr->mr_iov = dmabuf ? (const struct iovec *)(const void *)dmabuf : &iov;
+	attr->iov_count = 1;
+	attr->access = mr_access(dom);
+	attr->requested_key = (dom->mr_mode & FI_MR_PROV_KEY) ? 0 : dom->next_key++;
+	attr->iface = m->iface;
 	if (m->iface == FI_HMEM_CUDA)
-		attr.device.cuda = m->device;
-	int rc = fi_mr_regattr(dom->domain, &attr, 0, &m->mr);
+		attr->device.cuda = m->device;
+	int rc = fi_mr_regattr(dom->domain, attr, dmabuf ? FAB_MR_DMABUF : 0, &m->mr);
 	if (rc) {
 		FAB_WARN(NCCL_NET,
-			 "device %s: fi_mr_regattr(%p, %zu bytes, %s memory) failed: %s%s", dom->name,
+			 "device %s: fi_mr_regattr(%p, %zu bytes, %s memory%s) failed: %s%s", dom->name,
 			 (void *)m->start, (size_t)(m->end - m->start),
-			 m->iface == FI_HMEM_CUDA ? "CUDA" : "host", fab_strerror(rc),
+			 m->iface == FI_HMEM_CUDA ? "CUDA" : "host", dmabuf ? ", DMA-BUF" : "",
+			 fab_strerror(rc),
 			 m->iface == FI_HMEM_CUDA ?
 				 ". The provider cannot register GPU memory: run with "
 				 "NCCL_FABRIC_HMEM=off to stage through host memory" :
@@ -156,8 +194,8 @@ fail:
 	return rc;
 }
 
-int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
-	       int device, struct fab_mr **out)
+static int mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+		  int device, const struct fab_mr_dmabuf *dmabuf, struct fab_mr **out)
 {
 	uintptr_t start, end;
 	fab_mr_range(addr, len, iface, (size_t)sysconf(_SC_PAGESIZE), &start, &end);
@@ -181,7 +219,7 @@ int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_ifac
 	m->device = device;
 	m->dom = dom;
 	m->refs = 1;
-	int rc = mr_register_locked(dom, m);
+	int rc = mr_register_locked(dom, m, dmabuf);
 	if (rc) {
 		pthread_mutex_unlock(&dom->lock);
 		free(m);
@@ -191,6 +229,22 @@ int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_ifac
 	pthread_mutex_unlock(&dom->lock);
 	*out = m;
 	return 0;
+}
+
+int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+	       int device, struct fab_mr **out)
+{
+	return mr_get(dom, addr, len, iface, device, NULL, out);
+}
+
+int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
+		      int device, struct fab_mr **out)
+{
+	/* The DMA-BUF describes exactly [addr, addr+len) of the GPU's memory; a
+	 * later regMr of that range (or inside it) shares the registration. The
+	 * fd is only needed during the call (NCCL closes it right after). */
+	struct fab_mr_dmabuf d = { .fd = fd, .offset = offset, .len = len, .base_addr = addr };
+	return mr_get(dom, addr, len, FI_HMEM_CUDA, device, &d, out);
 }
 
 void fab_mr_put(struct fab_mr *m)

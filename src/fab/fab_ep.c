@@ -199,9 +199,16 @@ int fab_ep_progress(struct fab_ep *ep)
 		if (n == -FI_EAGAIN)
 			break;
 		if (n == -FI_EAVAIL) {
+			/* Room for fields newer libfabric adds after the 1.17 layout
+			 * (src_addr in 1.20): we ask for a newer API version. */
+			union {
+				struct fi_cq_err_entry e;
+				char room[256];
+			} u;
+			memset(&u, 0, sizeof(u));
 			struct fi_cq_err_entry err;
-			memset(&err, 0, sizeof(err));
-			ssize_t r = fi_cq_readerr(ep->cq, &err, 0);
+			ssize_t r = fi_cq_readerr(ep->cq, &u.e, 0);
+			err = u.e;
 			if (r == 1 || r == sizeof(err)) {
 				atomic_fetch_add(&ep->cq_errors, 1);
 				struct fab_op *op = err.op_context;

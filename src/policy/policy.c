@@ -359,6 +359,16 @@ const char *fab_policy_cuda_answer(int rc)
 	}
 }
 
+const char *fab_policy_flush_name(enum fab_flush_method m)
+{
+	switch (m) {
+	case FAB_FLUSH_NONE: return "none";
+	case FAB_FLUSH_RMA_READ: return "rma-read";
+	case FAB_FLUSH_CUDA: return "cuda";
+	}
+	return "?";
+}
+
 const char *fab_policy_verdict_name(enum fab_hmem_verdict v)
 {
 	switch (v) {
@@ -367,6 +377,7 @@ const char *fab_policy_verdict_name(enum fab_hmem_verdict v)
 	case FAB_HMEM_NO_GPU: return "host only (no GPU)";
 	case FAB_HMEM_PROBE_FAILED: return "host only (probe endpoint failed)";
 	case FAB_HMEM_REFUSED: return "host only (provider did not promise)";
+	case FAB_HMEM_NO_FLUSH: return "host only (no way to flush GPU receives)";
 	case FAB_HMEM_PROMISED: return "GPU memory (provider promised)";
 	case FAB_HMEM_FORCED: return "GPU memory (forced)";
 	}
@@ -469,6 +480,49 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 				 "uses it anyway");
 	}
 	out->use_hmem = out->verdict == FAB_HMEM_PROMISED || out->verdict == FAB_HMEM_FORCED;
+
+	/* GPU buffers must be flushable, or NCCL could read a receive before the
+	 * NIC's writes landed: RDMA read where the FI_HMEM entry has FI_RMA|FI_READ,
+	 * else the CUDA driver's flush. */
+	if (out->use_hmem) {
+		const struct fi_info *hi = NULL;
+		for (int i = 0; i < sel->ndevs && !hi; i++)
+			hi = sel->devs[i].hmem_info;
+		bool rma = hi && (hi->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
+		int fm = (int)cfg->v[FAB_CFG_FLUSH].i;
+		if (rma && fm != FAB_FLUSH_MODE_CUDA) {
+			out->flush = FAB_FLUSH_RMA_READ;
+			snprintf(out->flush_reason, sizeof(out->flush_reason),
+				 "RDMA read of the received buffer (the provider has FI_RMA|FI_READ)");
+		} else if (cuda->flush && fm != FAB_FLUSH_MODE_RMA) {
+			out->flush = FAB_FLUSH_CUDA;
+			snprintf(out->flush_reason, sizeof(out->flush_reason),
+				 "cuFlushGPUDirectRDMAWrites%s",
+				 rma ? " (NCCL_FABRIC_FLUSH=cuda)" : " (the provider has no FI_RMA|FI_READ)");
+		} else {
+			char why[FAB_REASON_LEN];
+			snprintf(why, sizeof(why),
+				 "GPU receives must be flushed before NCCL reads them, and %s",
+				 fm == FAB_FLUSH_MODE_RMA ? "NCCL_FABRIC_FLUSH=rma but the provider has no FI_RMA|FI_READ" :
+				 fm == FAB_FLUSH_MODE_CUDA ? "NCCL_FABRIC_FLUSH=cuda but the CUDA driver has no cuFlushGPUDirectRDMAWrites" :
+				 "the provider has no FI_RMA|FI_READ and the CUDA driver no cuFlushGPUDirectRDMAWrites");
+			out->verdict = FAB_HMEM_NO_FLUSH;
+			out->use_hmem = false;
+			snprintf(out->reason, sizeof(out->reason), "host memory only: %s", why);
+			snprintf(out->warning, sizeof(out->warning),
+				 "%s advertises usable FI_HMEM, but %s: GPU memory is not offered to NCCL",
+				 prov, why);
+		}
+	}
+	if (!out->use_hmem) {
+		out->flush = FAB_FLUSH_NONE;
+		if (!out->flush_reason[0])
+			snprintf(out->flush_reason, sizeof(out->flush_reason),
+				 "none needed: host memory only");
+	}
+	/* Hopper and later order GPUDirect writes for the GPU's own reads; NCCL
+	 * then skips iflush unless the plugin asks for it. */
+	out->force_flush = out->use_hmem && !cuda->writes_ordered;
 
 	if (!out->use_hmem)
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: GPU memory is not used");

@@ -121,6 +121,7 @@ struct fab_cuda_info {
 	bool dmabuf;          /* every GPU reports DMA-BUF support */
 	bool gdr;             /* every GPU reports GPUDirect RDMA support */
 	bool flush;           /* cuFlushGPUDirectRDMAWrites is available */
+	bool writes_ordered;  /* every GPU orders GPUDirect RDMA writes for its own reads */
 	char error[FAB_REASON_LEN];
 };
 
@@ -130,8 +131,16 @@ enum fab_hmem_verdict {
 	FAB_HMEM_NO_GPU,         /* no CUDA driver or no GPU */
 	FAB_HMEM_PROBE_FAILED,   /* the probe endpoint did not open */
 	FAB_HMEM_REFUSED,        /* auto, and the provider did not promise */
+	FAB_HMEM_NO_FLUSH,       /* GPU buffers could not be flushed: not used, with a WARN */
 	FAB_HMEM_PROMISED,       /* provider answered 0: used */
 	FAB_HMEM_FORCED,         /* force, provider did not promise: used, with a WARN */
+};
+
+/* How iflush makes GPU-direct writes visible before NCCL reads them. */
+enum fab_flush_method {
+	FAB_FLUSH_NONE,     /* host memory only: nothing to flush */
+	FAB_FLUSH_RMA_READ, /* an RDMA read of the received buffer (the NIC's writes land first) */
+	FAB_FLUSH_CUDA,     /* cuFlushGPUDirectRDMAWrites */
 };
 
 struct fab_hmem_decision {
@@ -140,6 +149,9 @@ struct fab_hmem_decision {
 	bool dmabuf;          /* NCCL_PTR_DMABUF */
 	int ptr_support;      /* NCCL_PTR_* bits */
 	int expected_cuda_rc; /* the answer every later endpoint must repeat */
+	enum fab_flush_method flush;
+	bool force_flush;     /* forceFlush: NCCL must call iflush even on Hopper */
+	char flush_reason[FAB_REASON_LEN];
 	char answer[FAB_REASON_LEN]; /* the provider's answer in words */
 	char p2p[96];         /* its GPUDirect stance in words */
 	char reason[512];     /* the decision in one sentence */
@@ -148,6 +160,7 @@ struct fab_hmem_decision {
 	char warning[512];    /* non-empty: must be logged as WARN */
 };
 
+const char *fab_policy_flush_name(enum fab_flush_method m);
 void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *probe,
 		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
 		     uint32_t fi_version, struct fab_hmem_decision *out);

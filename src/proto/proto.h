@@ -40,10 +40,11 @@ struct proto_comm {
 	struct fab_ep_obj reg;     /* id in the endpoint's tag space (reg.id) */
 	struct fab_zombie zombie;
 	struct fab_freelist reqs;  /* free requests of this comm */
+	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
 };
 
-enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2 };
+enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2, PROTO_REQ_FLUSH = 3 };
 
 struct proto_req {
 	enum proto_req_kind kind;
@@ -77,6 +78,8 @@ struct proto_recv_req {
 	struct fab_op cts_op;
 	bool cts_sent;
 	bool sunk[PROTO_MAX_RECVS]; /* re-posted into the closing comm's sink */
+	fi_addr_t flush_self;       /* a flush reads the buffer back from ourselves */
+	uint64_t flush_addr, flush_key;
 };
 
 enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };

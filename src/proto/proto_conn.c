@@ -31,20 +31,26 @@ static void comm_release(struct fab_zombie *z)
 	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
 	fab_ep_unregister(c->ep, &c->reg);
 	fab_mr_put(c->ctrl_mr);
-	if (c->kind == PROTO_SEND) {
-		struct proto_send *s = container_of(c, struct proto_send, c);
-		proto_seq_free(&s->seq);
-		pthread_mutex_destroy(&s->cts_lock);
-	}
-	else if (c->kind == PROTO_RECV) {
-		struct proto_recv *r = container_of(c, struct proto_recv, c);
-		proto_seq_free(&r->seq);
-		fab_mr_put(r->sink_mr);
-		free(r->sink);
-	}
+	if (c->fini)
+		c->fini(c);
 	fab_freelist_destroy(&c->reqs);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
+}
+
+static void send_fini(struct proto_comm *c)
+{
+	struct proto_send *s = container_of(c, struct proto_send, c);
+	proto_seq_free(&s->seq);
+	pthread_mutex_destroy(&s->cts_lock);
+}
+
+static void recv_fini(struct proto_comm *c)
+{
+	struct proto_recv *r = container_of(c, struct proto_recv, c);
+	proto_seq_free(&r->seq);
+	fab_mr_put(r->sink_mr);
+	free(r->sink);
 }
 
 static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
@@ -52,6 +58,7 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 {
 	c->magic = PROTO_COMM_MAGIC;
 	c->kind = kind;
+	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : NULL;
 	c->dev = dev;
 	c->ep = dom->eps[0];
 	atomic_init(&c->pending, 0);
@@ -467,13 +474,13 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		FAB_WARN(NCCL_NET, "connect: out of memory");
 		return ncclSystemError;
 	}
+	pthread_mutex_init(&s->cts_lock, NULL); /* before comm_init: its failure path destroys it */
 	if (comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s))) {
 		comm_release(&s->c.zombie);
 		return ncclSystemError;
 	}
 	op_init(&s->out_op, send_out_done, s, 0);
 	op_init(&s->in_op, send_in_done, s, 0);
-	pthread_mutex_init(&s->cts_lock, NULL);
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));

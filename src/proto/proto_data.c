@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
 #include "cuda/cuda_drv.h"
@@ -427,6 +428,9 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 
 /* ---------------- test ---------------- */
 
+static int flush_post(struct proto_recv_req *q);
+
+
 ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 {
 	struct proto_req *r = request;
@@ -436,6 +440,15 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		return ncclInvalidArgument;
 	}
 	struct proto_comm *c = r->comm;
+	if (r->kind == PROTO_REQ_FLUSH && r->nposted == 0) {
+		int rc = flush_post(container_of(r, struct proto_recv_req, h));
+		if (rc && rc != -FI_EAGAIN) {
+			FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
+			req_fail(r, ncclSystemError);
+			atomic_fetch_add(&r->ncomplete, 1);
+			r->nposted = 1;
+		}
+	}
 	if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 		if (r->nposted < r->n || !q->cts_sent) {
@@ -453,7 +466,9 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			return ncclSuccess;
 	}
 	ncclResult_t res = (ncclResult_t)atomic_load(&r->status);
-	if (sizes) {
+	if (r->kind == PROTO_REQ_FLUSH) {
+		r->kind = PROTO_REQ_RECV; /* back to the receive pool's kind */
+	} else if (sizes) {
 		if (r->kind == PROTO_REQ_SEND) {
 			sizes[0] = (int)container_of(r, struct proto_send_req, h)->size;
 		} else {
@@ -469,6 +484,85 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 
 /* ---------------- flush ---------------- */
 
+static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		       const struct fi_cq_err_entry *err)
+{
+	struct proto_recv_req *q = op->owner;
+	struct proto_comm *c = q->h.comm;
+	if (err) {
+		if (err->err != FI_ECANCELED) {
+			char text[256];
+			error_text(c->ep, err, text, sizeof(text));
+			FAB_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
+		}
+		req_fail(&q->h, ncclSystemError);
+	}
+	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
+	op_finish(c, op);
+}
+
+/* Posts the flush's read. Returns 0, -FI_EAGAIN (test() retries), or an error. */
+static int flush_post(struct proto_recv_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	struct fab_domain *dom = c->dev->dom;
+	atomic_store(&q->op[0].posted, 1);
+	atomic_fetch_add(&c->pending, 1);
+	ssize_t rc = fi_read(c->ep->ep, dom->flush_page, sizeof(uint64_t),
+			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
+			     q->flush_addr, q->flush_key, &q->op[0].ctx);
+	if (rc) {
+		atomic_store(&q->op[0].posted, 0);
+		atomic_fetch_sub(&c->pending, 1);
+		return (int)rc;
+	}
+	q->h.nposted = 1;
+	return 0;
+}
+
+/* An RDMA read of one word of the received buffer into a host page: PCIe
+ * orders it after the NIC's writes, so when it completes the data is in GPU
+ * memory. Always returns a request (a NULL request would tell NCCL the flush
+ * is done): a read the provider cannot take yet is posted again by test(). */
+static ncclResult_t flush_rma(struct proto_comm *c, struct fab_mr *mr, void *data,
+			      void **request)
+{
+	struct fab_domain *dom = c->dev->dom;
+	fi_addr_t self;
+	if (fab_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self))
+		return ncclSystemError;
+	struct proto_req *r = req_get(c);
+	if (!r) {
+		/* NCCL completes a receive before flushing it, so a slot is free */
+		FAB_WARN(NCCL_NET, "iflush: no free request on this connection (%d in flight)",
+			 PROTO_RECV_REQS);
+		return ncclInternalError;
+	}
+	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+	req_reset(r, 1);
+	r->kind = PROTO_REQ_FLUSH;
+	r->nops = 1;
+	q->cts_sent = true;
+	q->op[0].complete = flush_done;
+	q->op[0].owner = q;
+	q->op[0].index = 0;
+	q->flush_self = self;
+	q->flush_key = mr->key;
+	q->flush_addr = (dom->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)data :
+							   (uint64_t)((uintptr_t)data - mr->start);
+	int rc = flush_post(q);
+	if (rc && rc != -FI_EAGAIN) {
+		r->kind = PROTO_REQ_RECV;
+		req_put(r);
+		FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
+		return ncclSystemError;
+	}
+	if (rc)
+		(void)fab_ep_progress(c->ep);
+	*request = r;
+	return ncclSuccess;
+}
+
 ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			    void **request)
 {
@@ -478,21 +572,33 @@ ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
 		FAB_WARN(NCCL_NET, "iflush: %p is not a receive comm", recv_comm);
 		return ncclInvalidArgument;
 	}
-	/* Host memory needs no flush: the CPU sees what the provider wrote. GPU
-	 * buffers are flushed through the CUDA driver (control path, rare: NCCL
-	 * calls iflush only for GPU-direct receives it must order). */
+	/* Host memory needs no flush: the CPU sees what the provider wrote. One
+	 * flush covers every buffer of the receive (the NIC's writes are ordered
+	 * before it), so the last GPU buffer with data is the one read. */
+	int last = -1;
 	for (int i = 0; i < n; i++) {
 		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
-		if (mr && mr->iface == FI_HMEM_CUDA && sizes[i] > 0) {
-			int rc = fab_cuda_flush_gdr_writes();
-			if (rc) {
-				FAB_WARN(NCCL_NET, "iflush: cuFlushGPUDirectRDMAWrites failed (%d)", rc);
-				return ncclUnhandledCudaError;
-			}
-			break;
-		}
+		if (mr && mr->iface == FI_HMEM_CUDA && sizes[i] > 0)
+			last = i;
 	}
-	return ncclSuccess;
+	if (last < 0)
+		return ncclSuccess;
+	switch (fab_plugin_get()->hmem.flush) {
+	case FAB_FLUSH_RMA_READ:
+		return flush_rma(c, mhandles[last], data[last], request);
+	case FAB_FLUSH_CUDA: {
+		int rc = fab_cuda_flush_gdr_writes();
+		if (rc) {
+			FAB_WARN(NCCL_NET, "iflush: cuFlushGPUDirectRDMAWrites failed (CUresult %d)", rc);
+			return ncclUnhandledCudaError;
+		}
+		return ncclSuccess;
+	}
+	case FAB_FLUSH_NONE:
+		break;
+	}
+	FAB_WARN(NCCL_NET, "iflush: GPU memory registered but no flush method chosen");
+	return ncclInternalError;
 }
 
 /* ---------------- registration ---------------- */
@@ -544,11 +650,24 @@ ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void 
 ncclResult_t fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
 				   uint64_t offset, int fd, void **mhandle)
 {
-	/* Without DMA-BUF support the plugin never advertises NCCL_PTR_DMABUF, so
-	 * NCCL calls this only for the types regMr takes. */
-	if (fd < 0 || !(fab_plugin_get() && fab_plugin_get()->hmem.dmabuf))
+	*mhandle = NULL;
+	struct fab_plugin *p = fab_plugin_get();
+	if (type != NCCL_PTR_CUDA || fd < 0 || !p || !p->hmem.dmabuf)
 		return fab_net_reg_mr(comm, data, size, type, mhandle);
-	return fab_net_reg_mr(comm, data, size, type, mhandle);
+	struct proto_comm *c = data_comm(comm, "regMrDmaBuf");
+	if (!c)
+		return ncclInvalidArgument;
+	int device = fab_cuda_pointer_device(data);
+	if (device < 0) {
+		FAB_WARN(NCCL_NET, "regMrDmaBuf: %p is not GPU memory the CUDA driver knows", data);
+		return ncclInvalidArgument;
+	}
+	/* NCCL closes fd right after this call: it is imported here, inside it. */
+	struct fab_mr *mr;
+	if (fab_mr_get_dmabuf(c->dev->dom, data, size, fd, offset, device, &mr))
+		return ncclSystemError;
+	*mhandle = mr;
+	return ncclSuccess;
 }
 
 ncclResult_t fab_net_dereg_mr(void *comm, void *mhandle)

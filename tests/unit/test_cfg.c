@@ -329,6 +329,7 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_PROVIDER", "tcp,^shm" },
 		{ "NCCL_FABRIC_HMEM", "off" },
 		{ "NCCL_FABRIC_DMABUF", "0" },
+		{ "NCCL_FABRIC_FLUSH", "cuda" },
 		{ "NCCL_FABRIC_MAX_RECVS", "1" },
 		{ "NCCL_FABRIC_SPEED", "400000" },
 		{ "NCCL_FABRIC_TIMEOUT", "86400" },

@@ -936,6 +936,9 @@ static void hmem_inputs(const struct hmem_case *hc, struct fab_selection *sel,
 	cuda->driver = hc->driver;
 	cuda->ngpus = hc->ngpus;
 	cuda->dmabuf = hc->gpu_dmabuf;
+	/* a driver with GPUs: cuFlushGPUDirectRDMAWrites exists, writes ordered (Hopper) */
+	cuda->flush = hc->driver && hc->ngpus > 0;
+	cuda->writes_ordered = cuda->flush;
 	if (!hc->driver)
 		snprintf(cuda->error, sizeof(cuda->error), "libcuda.so.1: not found");
 	make_cfg(cfg, NULL, hc->mode, hc->dmabuf);
@@ -1148,7 +1151,83 @@ static int test_policy_words(void)
 	return 0;
 }
 
+/* iflush needs a way to order GPU writes: RDMA read, else the CUDA driver's
+ * flush, else GPU memory is not offered; forceFlush follows write ordering. */
+static int test_hmem_flush(void)
+{
+	struct fab_selection sel;
+	struct fab_probe probe;
+	struct fab_cuda_info cuda;
+	struct fab_cfg cfg;
+	struct fab_hmem_decision d;
+	struct fi_info *hi = fi_allocinfo();
+	memset(&sel, 0, sizeof(sel));
+	sel.ok = true;
+	sel.has_hmem = true;
+	sel.ndevs = 1;
+	sel.devs[0].hmem_info = hi;
+	snprintf(sel.provider, sizeof(sel.provider), "prov-x");
+	memset(&probe, 0, sizeof(probe));
+	probe.attempted = probe.opened = true;
+	probe.cuda_api_permitted_rc = 0;
+	probe.p2p_rc = -FI_ENOPROTOOPT;
+	memset(&cuda, 0, sizeof(cuda));
+	cuda.driver = true;
+	cuda.ngpus = 1;
+
+	/* no FI_RMA, no cuFlushGPUDirectRDMAWrites: host only, with a WARN */
+	make_cfg(&cfg, NULL, "auto", NULL);
+	hi->caps = FI_TAGGED | FI_MSG | FI_HMEM;
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, FAB_HMEM_NO_FLUSH);
+	CHECK(!d.use_hmem);
+	CHECK_EQ(d.ptr_support, NCCL_PTR_HOST);
+	CHECK_EQ(d.flush, FAB_FLUSH_NONE);
+	CHECK(d.warning[0]);
+	CHECK_STR_CONTAINS(d.reason, "cuFlushGPUDirectRDMAWrites");
+
+	/* the driver's flush only */
+	cuda.flush = true;
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, FAB_HMEM_PROMISED);
+	CHECK_EQ(d.flush, FAB_FLUSH_CUDA);
+	CHECK(!d.warning[0]);
+
+	/* FI_RMA|FI_READ: RDMA read is preferred ... */
+	hi->caps |= FI_RMA | FI_READ;
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.flush, FAB_FLUSH_RMA_READ);
+	CHECK_STR_CONTAINS(d.flush_reason, "RDMA read");
+	/* ... unless the setting asks for the driver */
+	make_cfg(&cfg, NULL, "auto", NULL);
+	fab_cfg_parse(&fab_cfg_descs[FAB_CFG_FLUSH], "cuda", &cfg.v[FAB_CFG_FLUSH]);
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.flush, FAB_FLUSH_CUDA);
+	/* rma asked, provider without RMA: not offered */
+	fab_cfg_parse(&fab_cfg_descs[FAB_CFG_FLUSH], "rma", &cfg.v[FAB_CFG_FLUSH]);
+	hi->caps &= ~(uint64_t)(FI_RMA | FI_READ);
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, FAB_HMEM_NO_FLUSH);
+	CHECK_STR_CONTAINS(d.reason, "NCCL_FABRIC_FLUSH=rma");
+
+	/* forceFlush: only when GPU memory is used and writes are not ordered */
+	make_cfg(&cfg, NULL, "auto", NULL);
+	cuda.writes_ordered = true;
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK(!d.force_flush);
+	cuda.writes_ordered = false;
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK(d.force_flush);
+	make_cfg(&cfg, NULL, "off", NULL);
+	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK(!d.force_flush);
+	CHECK_EQ(d.flush, FAB_FLUSH_NONE);
+	fi_freeinfo(hi);
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_hmem_flush, "flush method and forceFlush follow RMA, driver and write ordering"),
 	TEST_ENTRY(test_plan_unnamed, "plan: FI_HMEM first, RMA variants, remote only when unnamed"),
 	TEST_ENTRY(test_plan_named, "plan: a named provider adds the single-host pass"),
 	TEST_ENTRY(test_plan_api_version, "plan: api_version capped between 1.17 and 1.22"),

@@ -27,6 +27,16 @@ struct ck_opts {
 
 struct ck_case;
 
+/* Memory the ck_side_* helpers allocate: host memory unless a case sets type
+ * to NCCL_PTR_CUDA; then each region is marked as device memory with mark
+ * (the stub CUDA driver's stubcuda_mark_device, see cases_hmem.c), registered
+ * as NCCL_PTR_CUDA, and unmarked when released. */
+typedef struct ck_mem {
+	int type; /* 0 or NCCL_PTR_HOST: host; NCCL_PTR_CUDA: "GPU" memory */
+	int (*mark)(void *p, size_t len);
+	int (*unmark)(void *p);
+} ck_mem_t;
+
 typedef struct ck {
 	fh_rank_t *r;
 	fh_net_t *net; /* NULL for CK_OWN_LOAD cases */
@@ -37,6 +47,7 @@ typedef struct ck {
 	const struct ck_opts *o;
 	const struct ck_case *c;
 	int netns; /* 1 when the ranks run in a private network namespace */
+	ck_mem_t mem;
 } ck_t;
 
 typedef struct ck_case {
@@ -55,6 +66,7 @@ const ck_case_t *ck_cases_basic(int *n);
 const ck_case_t *ck_cases_traffic(int *n);
 const ck_case_t *ck_cases_errors(int *n);
 const ck_case_t *ck_cases_lifecycle(int *n);
+const ck_case_t *ck_cases_hmem(int *n);
 
 /* ---- check_util.c: helpers shared by the cases ---- */
 
@@ -77,6 +89,8 @@ typedef struct ck_side {
 	size_t *post;  /* receives: posted size */
 	uint64_t *seed;
 	fh_op_t *ops;
+	int type;   /* how buf was registered: NCCL_PTR_HOST or NCCL_PTR_CUDA */
+	int (*unmark)(void *p); /* set while buf is marked as device memory */
 } ck_side_t;
 
 int ck_side_send(ck_t *ck, ck_side_t *s, void *sc, int n, const size_t *sizes,

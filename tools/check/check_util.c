@@ -81,6 +81,22 @@ static int ck_side_alloc(ck_t *ck, ck_side_t *s, void *comm, int n, const size_t
 	if (fh_buf_alloc(&s->buf, total, CK_GUARD))
 		return fh_fail(ck->r, "cannot map a %zu-byte buffer", total);
 	fh_pattern_fill(s->buf.ptr, total, CK_GAP_SEED);
+	s->type = NCCL_PTR_HOST;
+	if (ck->mem.type == NCCL_PTR_CUDA) {
+		/* "GPU" memory: host memory the stub CUDA driver reports as device memory. */
+		if (!ck->mem.mark || ck->mem.mark(s->buf.ptr, total))
+			return fh_fail(ck->r, "cannot mark %zu bytes at %p as device memory", total,
+				       (void *)s->buf.ptr);
+		s->unmark = ck->mem.unmark;
+		s->type = NCCL_PTR_CUDA;
+		ncclResult_t rc = fh_net_reg_mr(ck->net, comm, s->buf.ptr, total, NCCL_PTR_CUDA,
+						&s->buf.mh);
+		if (rc != ncclSuccess)
+			return fh_fail(ck->r, "regMr(%zu bytes, NCCL_PTR_CUDA) returned %s", total,
+				       fh_result_str(rc));
+		s->buf.comm = comm;
+		return FH_OK;
+	}
 	ncclResult_t rc = fh_buf_reg(ck->net, &s->buf, comm, 0);
 	if (rc != ncclSuccess)
 		return fh_fail(ck->r, "regMr(%zu bytes, NCCL_PTR_HOST) returned %s", total,
@@ -168,6 +184,8 @@ int ck_side_release(ck_t *ck, ck_side_t *s)
 		if (rc != ncclSuccess)
 			ret = fh_fail(ck->r, "deregMr() returned %s", fh_result_str(rc));
 	}
+	if (s->unmark && s->buf.ptr)
+		s->unmark(s->buf.ptr);
 	fh_buf_free(&s->buf);
 	free(s->off);
 	free(s->len);

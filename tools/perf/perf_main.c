@@ -57,10 +57,9 @@ struct pf_result {
 /* One transfer path between the two ranks: the plugin's comm, or the raw
  * libfabric endpoint. */
 struct pf_path {
-	int kind; /* PF_PATH_PLUGIN or PF_PATH_RAW */
 	fh_net_t *net;
 	void *comm;
-	pf_raw_t *raw;
+	pf_raw_t *raw; /* set: the raw path (net and comm unused) */
 };
 
 struct pf_ctx {
@@ -362,75 +361,185 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	return FH_OK;
 }
 
+static double pf_gbps(size_t size, const struct pf_result *res)
+{
+	double bytes = (double)size * (double)res->iters;
+	return res->seconds > 0 ? bytes / res->seconds / 1e9 : 0;
+}
+
+static void pf_csv_row(FILE *csv, const char *path, const char *prov, const char *dev,
+		       int version, size_t size, int window, const struct pf_result *res)
+{
+	char ver[16] = ""; /* the table version means nothing on the raw path */
+	if (version > 0)
+		snprintf(ver, sizeof(ver), "%d", version);
+	fprintf(csv, "%s,\"%s\",\"%s\",%s,%zu,%lld,%d,%.6f,%.4f\n", path, prov ? prov : "",
+		dev ? dev : "", ver, size, (long long)res->iters, window, res->seconds,
+		pf_gbps(size, res));
+}
+
 static int pf_rank(fh_rank_t *r, void *arg)
 {
 	const struct pf_opts *o = arg;
-	fh_net_t *net = calloc(1, sizeof(*net));
-	char err[600];
-	if (!net)
-		return fh_fail(r, "out of memory");
-	if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
-		return fh_fail(r, "%s", err);
-	ncclResult_t rc = fh_net_init(net);
-	if (rc != ncclSuccess)
-		return fh_skip(r, "init() returned %s: no usable provider", fh_result_str(rc));
-	int ndev = 0;
-	rc = fh_net_devices(net, &ndev);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "devices() returned %s", fh_result_str(rc));
-	if (ndev <= o->dev)
-		return fh_skip(r, "no device: devices() returned %d", ndev);
+	int use_plugin = (o->paths & PF_PATH_PLUGIN) != 0;
+	int use_raw = (o->paths & PF_PATH_RAW) != 0;
+	/* --raw alone with --provider needs no plugin at all; without it, the
+	 * plugin is asked which provider it would use. */
+	int load_plugin = use_plugin || !o->provider;
+	int peer = r->rank == 0 ? 1 : 0;
+	fh_net_t *net = NULL;
 	fh_props_t p;
-	rc = fh_net_get_properties(net, o->dev, &p);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
+	memset(&p, 0, sizeof(p));
+	const char *prov = NULL;
+	char raw_prov[256] = "", raw_domain[256] = "";
+	ncclResult_t rc;
+
+	if (load_plugin) {
+		char err[600];
+		net = calloc(1, sizeof(*net));
+		if (!net)
+			return fh_fail(r, "out of memory");
+		if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
+			return fh_fail(r, "%s", err);
+		rc = fh_net_init(net);
+		if (rc != ncclSuccess)
+			return fh_skip(r, "init() returned %s: no usable provider",
+				       fh_result_str(rc));
+		int ndev = 0;
+		rc = fh_net_devices(net, &ndev);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "devices() returned %s", fh_result_str(rc));
+		if (ndev <= o->dev)
+			return fh_skip(r, "no device: devices() returned %d", ndev);
+		rc = fh_net_get_properties(net, o->dev, &p);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
+		const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+		prov = tools && tools->provider ? tools->provider() : NULL;
+		if (p.name)
+			snprintf(raw_domain, sizeof(raw_domain), "%s", p.name);
+	}
+	if (use_raw) {
+		/* The plugin's own answer first: the provider it measured (--raw with
+		 * --provider never loads the plugin). */
+		const char *want = prov ? prov : o->provider;
+		if (!want)
+			return fh_fail(r, "raw: the plugin does not say which provider it uses (no "
+					  "ncclFabricTools_v1 table); pass --provider NAME");
+		snprintf(raw_prov, sizeof(raw_prov), "%s", want);
+	}
 
 	FILE *csv = NULL;
-	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
-	const char *prov = tools && tools->provider ? tools->provider() : NULL;
 	if (r->rank == 0) {
-		printf("# plugin:   %s (ncclNetPlugin_v%d \"%s\")\n", o->plugin, o->version,
-		       fh_net_name(net));
-		printf("# provider: %s\n", prov ? prov : "(unknown: plugin exports no tools table)");
-		printf("# device:   %d \"%s\", %d Mbps, maxRecvs %d\n", o->dev, p.name ? p.name : "",
-		       p.speed, p.maxRecvs);
-		printf("# window %d, %s\n", o->window, o->iters ? "fixed iterations" : "timed");
-		printf("%14s %10s %12s %10s\n", "bytes", "iters", "seconds", "GB/s");
+		if (load_plugin)
+			printf("# plugin:   %s (ncclNetPlugin_v%d \"%s\")%s\n", o->plugin, o->version,
+			       fh_net_name(net), use_plugin ? "" : ", asked for its provider only");
+		else
+			printf("# plugin:   not loaded (--raw with --provider)\n");
+		if (load_plugin)
+			printf("# provider: %s\n",
+			       prov ? prov : "(unknown: plugin exports no tools table)");
+		else
+			printf("# provider: %s (--provider)\n", raw_prov);
+		if (use_plugin)
+			printf("# device:   %d \"%s\", %d Mbps, maxRecvs %d\n", o->dev,
+			       p.name ? p.name : "", p.speed, p.maxRecvs);
 		fflush(stdout);
 		if (o->csv) {
 			csv = fopen(o->csv, "w");
 			if (!csv)
 				return fh_fail(r, "cannot write %s: %s", o->csv, strerror(errno));
-			fprintf(csv, "provider,device,version,bytes,iterations,window,seconds,gbps\n");
+			fprintf(csv, "path,provider,device,version,bytes,iterations,window,seconds,"
+				     "gbps\n");
 		}
+	}
+	if (load_plugin && !use_plugin && fh_net_has_finalize(net)) {
+		/* --raw: the plugin only named the provider; let it go before measuring. */
+		rc = fh_net_finalize(net, net->ctx);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "finalize() returned %s", fh_result_str(rc));
+		fh_net_unload(net);
+		free(net);
+		net = NULL;
+		prov = NULL; /* pointed into the plugin */
+		memset(&p, 0, sizeof(p));
 	}
 
 	void *sc = NULL, *rcomm = NULL;
-	if (fh_link(r, net, o->dev, r->rank == 0 ? 1 : -1, r->rank == 1 ? 0 : -1, &sc, &rcomm))
-		return FH_FAIL;
-	void *comm = r->rank == 0 ? sc : rcomm;
-	for (int i = 0; i < o->nsizes; i++) {
-		struct pf_result res = {0, 0};
-		if (pf_size(r, net, comm, o, o->sizes[i], &res))
+	struct pf_path plugin_path = {net, NULL, NULL};
+	struct pf_path raw_path = {NULL, NULL, NULL};
+	if (use_plugin) {
+		if (fh_link(r, net, o->dev, r->rank == 0 ? 1 : -1, r->rank == 1 ? 0 : -1, &sc,
+			    &rcomm))
 			return FH_FAIL;
-		if (r->rank == 0) {
-			double bytes = (double)o->sizes[i] * (double)res.iters;
-			double gbps = res.seconds > 0 ? bytes / res.seconds / 1e9 : 0;
-			printf("%14zu %10lld %12.6f %10.3f\n", o->sizes[i], (long long)res.iters,
-			       res.seconds, gbps);
-			fflush(stdout);
-			if (csv)
-				fprintf(csv, "\"%s\",\"%s\",%d,%zu,%lld,%d,%.6f,%.4f\n",
-					prov ? prov : "", p.name ? p.name : "", o->version, o->sizes[i],
-					(long long)res.iters, o->window, res.seconds, gbps);
+		plugin_path.comm = r->rank == 0 ? sc : rcomm;
+	}
+	if (use_raw) {
+		fh_stage(r, "raw: opening provider %s", raw_prov);
+		/* A provider named with --raw --provider may just not be here (skip);
+		 * one the plugin runs on must open (fail). */
+		int st = pf_raw_open(r, peer, raw_prov, raw_domain[0] ? raw_domain : NULL,
+				     !load_plugin, &raw_path.raw);
+		if (st) {
+			(void)pf_raw_close(r, raw_path.raw);
+			return st;
 		}
+		if (fh_oob_barrier(r))
+			return FH_FAIL;
+	}
+
+	if (r->rank == 0) {
+		if (use_raw) {
+			char line[1024];
+			pf_raw_describe(raw_path.raw, line, sizeof(line));
+			printf("# raw:      %s\n", line);
+		}
+		printf("# window %d, %s%s\n", o->window, o->iters ? "fixed iterations" : "timed",
+		       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
+		       : use_raw	     ? "; raw libfabric only, no plugin"
+					     : "");
+		if (use_plugin && use_raw)
+			printf("%14s %12s %12s %11s\n", "bytes", "plugin GB/s", "raw GB/s",
+			       "plugin/raw");
+		else
+			printf("%14s %10s %12s %10s\n", "bytes", "iters", "seconds", "GB/s");
+		fflush(stdout);
+	}
+
+	for (int i = 0; i < o->nsizes; i++) {
+		size_t size = o->sizes[i];
+		struct pf_result pres = {0, 0}, rres = {0, 0};
+		if (use_plugin && pf_size(r, &plugin_path, o, size, &pres))
+			return FH_FAIL;
+		if (use_raw && pf_size(r, &raw_path, o, size, &rres))
+			return FH_FAIL;
+		if (r->rank != 0)
+			continue;
+		if (use_plugin && use_raw) {
+			double pg = pf_gbps(size, &pres), rg = pf_gbps(size, &rres);
+			printf("%14zu %12.3f %12.3f %11.2f\n", size, pg, rg, rg > 0 ? pg / rg : 0);
+		} else {
+			const struct pf_result *res = use_plugin ? &pres : &rres;
+			printf("%14zu %10lld %12.6f %10.3f\n", size, (long long)res->iters,
+			       res->seconds, pf_gbps(size, res));
+		}
+		fflush(stdout);
+		if (csv && use_plugin)
+			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres);
+		if (csv && use_raw)
+			pf_csv_row(csv, "raw", pf_raw_provider(raw_path.raw),
+				   pf_raw_domain(raw_path.raw), 0, size, o->window, &rres);
 	}
 	if (csv && fclose(csv))
 		return fh_fail(r, "writing %s failed", o->csv);
-	rc = r->rank == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rcomm);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "close returned %s", fh_result_str(rc));
-	if (fh_net_has_finalize(net)) {
+	if (use_raw && pf_raw_close(r, raw_path.raw))
+		return FH_FAIL;
+	if (use_plugin) {
+		rc = r->rank == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rcomm);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "close returned %s", fh_result_str(rc));
+	}
+	if (net && fh_net_has_finalize(net)) {
 		rc = fh_net_finalize(net, net->ctx);
 		if (rc != ncclSuccess)
 			return fh_fail(r, "finalize() returned %s", fh_result_str(rc));
@@ -478,28 +587,36 @@ static void pf_usage(FILE *f)
 		"  --plugin PATH     plugin (default: $NCCL_NET_PLUGIN if it has a '/', else\n"
 		"                    <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
 		"  --provider NAME   set NCCL_FABRIC_PROVIDER=NAME (tcp, shm, ...)\n"
+		"  --compare         also measure raw libfabric (fi_tsend/fi_trecv, same provider,\n"
+		"                    sizes and window), alternating with the plugin size by\n"
+		"                    size; prints plugin GB/s, raw GB/s and plugin/raw\n"
+		"  --raw             raw libfabric only. The provider is the one the plugin\n"
+		"                    chooses (the plugin is loaded only to ask), or with\n"
+		"                    --provider that libfabric provider name as it is\n"
+		"                    (\"tcp;ofi_rxm\", \"tcp\", \"shm\"; no plugin loaded)\n"
 		"  --loopback        set FI_{TCP,UDP,SOCKETS,NET}_IFACE=lo when unset\n"
 		"  --sizes LIST      message sizes, e.g. 64K,1M,4M,64M (the default)\n"
 		"  --window W        messages in flight (default 8)\n"
 		"  --iters N         messages per size (default: about --duration seconds)\n"
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
-		"  --csv FILE        also write the results as CSV\n"
+		"  --csv FILE        also write the results as CSV (one row per size and path)\n"
 		"  --version V       table version to use, 6..12 (default 12)\n"
 		"  --dev N           device (default 0)\n"
-		"GB/s is 1e9 bytes per second, one direction. Exit 0 ok, 1 failure,\n"
-		"77 no device.\n");
+		"GB/s is 1e9 bytes per second, one direction; plugin/raw is the plugin's\n"
+		"bandwidth as a fraction of raw libfabric's in the same run. Exit 0 ok,\n"
+		"1 failure, 77 no device.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static struct pf_opts o;
 	const char *plugin_cli = NULL, *provider = NULL;
-	int loopback = 0;
+	int loopback = 0, raw = 0, compare = 0;
 	o.version = FH_VERSION_MAX;
 	o.window = 8;
 	o.duration = 1.0;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
-	       O_CSV, O_VERSION, O_DEV, O_HELP };
+	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -511,6 +628,8 @@ int main(int argc, char **argv)
 		{"csv", required_argument, NULL, O_CSV},
 		{"version", required_argument, NULL, O_VERSION},
 		{"dev", required_argument, NULL, O_DEV},
+		{"raw", no_argument, NULL, O_RAW},
+		{"compare", no_argument, NULL, O_COMPARE},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -540,6 +659,8 @@ int main(int argc, char **argv)
 		case O_CSV: o.csv = optarg; break;
 		case O_VERSION: o.version = atoi(optarg); break;
 		case O_DEV: o.dev = atoi(optarg); break;
+		case O_RAW: raw = 1; break;
+		case O_COMPARE: compare = 1; break;
 		case O_HELP:
 		case 'h': pf_usage(stdout); return 0;
 		default: pf_usage(stderr); return 2;
@@ -553,12 +674,18 @@ int main(int argc, char **argv)
 		pf_usage(stderr);
 		return 2;
 	}
+	if (raw && compare) {
+		fprintf(stderr, "--raw and --compare exclude each other (--compare runs both)\n");
+		return 2;
+	}
+	o.paths = compare ? PF_PATH_PLUGIN | PF_PATH_RAW : raw ? PF_PATH_RAW : PF_PATH_PLUGIN;
+	o.provider = provider;
 	if (!o.nsizes) {
 		static const size_t def[] = {64 << 10, 1 << 20, 4 << 20, 64 << 20};
 		for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
 			o.sizes[o.nsizes++] = def[i];
 	}
-	if (fh_plugin_locate(plugin_cli, o.plugin, sizeof(o.plugin))) {
+	if (fh_plugin_locate(plugin_cli, o.plugin, sizeof(o.plugin)) && !(raw && provider)) {
 		fprintf(stderr, "cannot work out where the plugin is; use --plugin PATH\n");
 		return 2;
 	}
@@ -571,7 +698,7 @@ int main(int argc, char **argv)
 		setenv("FI_NET_IFACE", "lo", 0);
 	}
 	/* Generous: calibration + the timed run + setup, per size. */
-	double per_size = o.iters ? 120.0 : 10.0 + 3.0 * o.duration;
+	double per_size = (o.iters ? 120.0 : 10.0 + 3.0 * o.duration) * (compare ? 2 : 1);
 	double limit = (60.0 + per_size * o.nsizes) * fh_timeout_multiplier();
 	fh_outcome_t out;
 	fh_launch(2, limit, pf_rank, &o, &out);

@@ -70,7 +70,8 @@ static const char *pf_threading(enum fi_threading t)
 	}
 }
 
-static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const char *domain)
+static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const char *domain,
+			  int missing_skips)
 {
 	struct fi_info *hints = fi_allocinfo();
 	if (!hints)
@@ -99,6 +100,10 @@ static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const c
 	fi_freeinfo(hints);
 	if (rc) {
 		raw->list = NULL;
+		if (rc == -FI_ENODATA && missing_skips)
+			return fh_skip(r, "raw: libfabric offers no RDM endpoint with FI_TAGGED|FI_MSG "
+					  "for provider \"%s\" here (fi_info -l lists the providers)",
+				       prov);
 		return fh_fail(r,
 			       "raw: fi_getinfo(provider \"%s\", FI_EP_RDM, FI_TAGGED|FI_MSG, "
 			       "mr_mode <= 0x%x, mode <= FI_CONTEXT|FI_CONTEXT2) failed: %s",
@@ -149,7 +154,8 @@ static int pf_raw_exchange(fh_rank_t *r, pf_raw_t *raw, int peer)
 	return FH_OK;
 }
 
-int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, pf_raw_t **out)
+int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, int missing_skips,
+		pf_raw_t **out)
 {
 	*out = NULL;
 	pf_raw_t *raw = calloc(1, sizeof(*raw));
@@ -158,8 +164,9 @@ int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, pf
 	raw->peer = FI_ADDR_UNSPEC;
 	raw->next_key = 1;
 	*out = raw; /* the caller closes it, also after a failure */
-	if (pf_raw_getinfo(r, raw, prov, domain))
-		return FH_FAIL;
+	int st = pf_raw_getinfo(r, raw, prov, domain, missing_skips);
+	if (st)
+		return st;
 	struct fi_info *info = raw->info;
 	int rc = fi_fabric(info->fabric_attr, &raw->fabric, NULL);
 	if (rc)

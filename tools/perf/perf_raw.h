@@ -34,8 +34,11 @@ typedef struct pf_raw_done {
  * named domain when not NULL (the plugin's device; any domain when that one is
  * not offered), then fabric, domain, CQ, AV and endpoint; exchanges endpoint
  * names with rank peer over the out-of-band channel and inserts the peer's
- * address. Both ranks must call it at the same point. */
-int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, pf_raw_t **out);
+ * address. Both ranks must call it at the same point. When libfabric has no
+ * such provider: FH_SKIP if missing_skips, else FH_FAIL. *out is set even
+ * after a failure; close it with pf_raw_close. */
+int pf_raw_open(fh_rank_t *r, int peer, const char *prov, const char *domain, int missing_skips,
+		pf_raw_t **out);
 /* Closes everything pf_raw_open opened (NULL is fine). */
 int pf_raw_close(fh_rank_t *r, pf_raw_t *raw);
 
