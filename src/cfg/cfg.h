@@ -41,6 +41,15 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "Without either, GPU memory is not used.")                                         \
 	X(MAX_RECVS, FAB_CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
+	X(RAILS, FAB_CFG_INT, "1", 1, 8, NULL,                                                 \
+	  "Endpoints (rails) per device. Each connection stripes messages of at least "        \
+	  "NCCL_FABRIC_STRIPE_MIN bytes over all of them, and spreads smaller ones; with a "   \
+	  "stream-based provider (tcp) each rail is its own stream.")                          \
+	X(STRIPE_MIN, FAB_CFG_INT, "262144", 4096, 1073741824, NULL,                           \
+	  "Smallest posted receive, in bytes, that is split over the rails.")                  \
+	X(PROGRESS_THREADS, FAB_CFG_BOOL, "0", 0, 1, NULL,                                      \
+	  "One thread per rail reads its completions, so rails move data in parallel and "     \
+	  "closed connections drain while NCCL is idle. Costs a CPU core per busy rail.")      \
 	X(SPEED, FAB_CFG_INT, "0", 0, 100000000, NULL,                                         \
 	  "Link speed reported to NCCL, in Mbps. 0: the NIC's link attributes, else "          \
 	  "/sys/class/net/<if>/speed, else 10000.")                                           \

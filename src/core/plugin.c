@@ -128,13 +128,14 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 			.hmem = dev->hmem,
 			.flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ,
 			.expected_cuda_rc = p->hmem.expected_cuda_rc,
-			.nep = 1,
+			.nep = (int)p->cfg.v[FAB_CFG_RAILS].i,
+			.progress_threads = p->cfg.v[FAB_CFG_PROGRESS_THREADS].i != 0,
 			.cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i,
 			.name = dev->props.name,
 		};
 		rc = fab_domain_open(&attr, &dev->dom);
-		for (int i = 0; !rc && i < dev->dom->nep; i++)
-			rc = proto_ep_start(dev, dev->dom->eps[i]);
+		if (!rc)
+			rc = proto_ep_start(dev, dev->dom->eps[0]); /* control traffic: rail 0 */
 		if (rc && dev->dom) {
 			fab_domain_close(dev->dom);
 			dev->dom = NULL;

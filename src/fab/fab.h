@@ -45,6 +45,7 @@ struct fab_op {
 	struct fi_context2 ctx; /* first: providers with FI_CONTEXT(2) own this space */
 	fab_op_complete_fn complete;
 	void *owner;
+	struct fab_ep *ep;      /* where it was posted (cancel goes there) */
 	int index;
 	atomic_int posted; /* 1 from posting until its completion: what close must cancel */
 };
@@ -93,7 +94,8 @@ struct fab_domain_attr {
 	bool hmem;                  /* GPU buffers will be registered */
 	bool flush_rma;             /* iflush reads GPU buffers back (needs a host page) */
 	int expected_cuda_rc;       /* every endpoint must repeat the probe's answer */
-	int nep;                    /* endpoints to open (>= 1) */
+	int nep;                    /* endpoints to open (>= 1): the rails */
+	bool progress_threads;      /* one progress thread per endpoint */
 	int cq_batch;
 	const char *name;           /* device name, for messages */
 };
@@ -111,7 +113,9 @@ struct fab_domain {
 	int cq_batch;
 	char name[FAB_NAME_LEN];
 	int nep;
-	struct fab_ep *eps[8];
+	struct fab_ep *eps[8];      /* rails: connections stripe over them */
+	pthread_mutex_t zombie_lock;
+	struct dlist zombies;       /* closed objects waiting for their last completion */
 	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
 	struct fab_mr *flush_mr;
 };
@@ -169,7 +173,7 @@ struct fab_ep {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	pthread_mutex_t cq_lock;    /* one reader of the CQ at a time */
-	pthread_mutex_t lock;       /* address cache, id allocation, zombie list */
+	pthread_mutex_t lock;       /* address cache, id allocation */
 	char name[FAB_ADDR_MAX];
 	size_t namelen;
 	int cuda_api_rc;            /* its FI_OPT_CUDA_API_PERMITTED answer */
@@ -182,8 +186,10 @@ struct fab_ep {
 		unsigned char bytes[FAB_ADDR_MAX];
 		fi_addr_t fi_addr;
 	} *addrs;
-	struct dlist zombies;       /* closed objects waiting for their last completion */
 	struct dlist ids[FAB_EP_ID_BUCKETS]; /* registered objects by id */
+	pthread_t thread;           /* progress thread, when started */
+	atomic_bool thread_run;
+	bool has_thread;
 	int nids;
 	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
 	atomic_uint_fast64_t completions;
@@ -191,9 +197,12 @@ struct fab_ep {
 };
 
 int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out);
-/* Closes the endpoint (no completion is delivered after fi_close), then frees
- * every zombie still waiting on it. */
+/* Stops its progress thread and closes the endpoint; no completion is
+ * delivered after this. */
 void fab_ep_close(struct fab_ep *ep);
+/* A thread that reads the endpoint's completions while nobody else does, so
+ * rails move data in parallel and a closed connection drains. */
+int fab_ep_start_progress_thread(struct fab_ep *ep);
 /* Reads up to cq_batch completions and dispatches them. Returns the number read
  * (0 when another thread is already reading) or a negative error. */
 int fab_ep_progress(struct fab_ep *ep);
@@ -213,14 +222,14 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
 			 size_t size, fab_rx_handler_fn fn, void *arg);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
- * It stays linked on the endpoint until zombie->pending drops to zero (then
- * progress frees it) or the endpoint closes. */
+ * It stays linked on the domain until zombie->pending drops to zero (then the
+ * progress of any of its endpoints frees it) or the domain closes. */
 struct fab_zombie {
 	struct dlist link;
 	atomic_int *pending;        /* operations still posted */
 	void (*release)(struct fab_zombie *z);
 };
-void fab_ep_add_zombie(struct fab_ep *ep, struct fab_zombie *z);
+void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z);
 
 /* Text for a negative libfabric code (fi_strerror). */
 const char *fab_strerror(int rc);

@@ -24,6 +24,8 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	if (!dom)
 		return -FI_ENOMEM;
 	pthread_mutex_init(&dom->lock, NULL);
+	pthread_mutex_init(&dom->zombie_lock, NULL);
+	dlist_init(&dom->zombies);
 	fab_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
 	dom->hmem = attr->hmem;
@@ -59,6 +61,11 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 			goto fail;
 		dom->nep++;
 	}
+	for (int i = 0; attr->progress_threads && i < dom->nep; i++) {
+		rc = fab_ep_start_progress_thread(dom->eps[i]);
+		if (rc)
+			goto fail;
+	}
 	if (attr->flush_rma) {
 		dom->flush_page = aligned_alloc(4096, 4096);
 		if (!dom->flush_page) {
@@ -82,6 +89,10 @@ void fab_domain_close(struct fab_domain *dom)
 		return;
 	for (int i = dom->nep - 1; i >= 0; i--)
 		fab_ep_close(dom->eps[i]);
+	/* No completion can name a zombie's operations any more. */
+	struct dlist *zit;
+	while ((zit = dlist_pop_head(&dom->zombies)))
+		container_of(zit, struct fab_zombie, link)->release(container_of(zit, struct fab_zombie, link));
 	fab_mr_put(dom->flush_mr);
 	free(dom->flush_page);
 	/* Registrations NCCL never released (it does not always deregister before
@@ -106,6 +117,7 @@ void fab_domain_close(struct fab_domain *dom)
 	if (dom->info)
 		fi_freeinfo(dom->info);
 	pthread_mutex_destroy(&dom->lock);
+	pthread_mutex_destroy(&dom->zombie_lock);
 	free(dom);
 }
 

@@ -2,8 +2,10 @@
  * fab_ep.c - an endpoint with its own CQ and AV, shared by every connection of
  * a device, and the progress loop that reads its completions.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
@@ -37,7 +39,6 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	ep->next_id = 1;
 	pthread_mutex_init(&ep->cq_lock, NULL);
 	pthread_mutex_init(&ep->lock, NULL);
-	dlist_init(&ep->zombies);
 	for (int b = 0; b < FAB_EP_ID_BUCKETS; b++)
 		dlist_init(&ep->ids[b]);
 
@@ -122,16 +123,14 @@ void fab_ep_close(struct fab_ep *ep)
 {
 	if (!ep)
 		return;
-	/* After fi_close no completion can name a zombie's operations, so the
-	 * zombies can go. The order matters: endpoint first, then CQ and AV. */
+	if (ep->has_thread) {
+		atomic_store(&ep->thread_run, false);
+		pthread_join(ep->thread, NULL);
+		ep->has_thread = false;
+	}
+	/* Endpoint first, then CQ and AV; the domain frees zombies afterwards. */
 	if (ep->ep)
 		fi_close(&ep->ep->fid);
-	struct dlist *it, *tmp;
-	dlist_foreach_safe(&ep->zombies, it, tmp) {
-		struct fab_zombie *z = container_of(it, struct fab_zombie, link);
-		dlist_remove(&z->link);
-		z->release(z);
-	}
 	if (ep->pool) {
 		fab_mr_put(ep->pool->mr);
 		free(ep->pool->mem);
@@ -149,29 +148,29 @@ void fab_ep_close(struct fab_ep *ep)
 	free(ep);
 }
 
-void fab_ep_add_zombie(struct fab_ep *ep, struct fab_zombie *z)
-{
-	pthread_mutex_lock(&ep->lock);
-	dlist_insert_tail(&ep->zombies, &z->link);
-	pthread_mutex_unlock(&ep->lock);
-}
-
 static void pool_repost_waiting(struct fab_rx_pool *p);
 
-static void reap_zombies(struct fab_ep *ep)
+void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z)
+{
+	pthread_mutex_lock(&dom->zombie_lock);
+	dlist_insert_tail(&dom->zombies, &z->link);
+	pthread_mutex_unlock(&dom->zombie_lock);
+}
+
+static void reap_zombies(struct fab_domain *dom)
 {
 	struct dlist *it, *tmp;
 	struct dlist done;
 	dlist_init(&done);
-	pthread_mutex_lock(&ep->lock);
-	dlist_foreach_safe(&ep->zombies, it, tmp) {
+	pthread_mutex_lock(&dom->zombie_lock);
+	dlist_foreach_safe(&dom->zombies, it, tmp) {
 		struct fab_zombie *z = container_of(it, struct fab_zombie, link);
 		if (atomic_load(z->pending) == 0) {
 			dlist_remove(&z->link);
 			dlist_insert_tail(&done, &z->link);
 		}
 	}
-	pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&dom->zombie_lock);
 	while ((it = dlist_pop_head(&done)))
 		container_of(it, struct fab_zombie, link)->release(container_of(it, struct fab_zombie, link));
 }
@@ -237,8 +236,8 @@ int fab_ep_progress(struct fab_ep *ep)
 	if (ep->pool && atomic_load(&ep->pool->retry))
 		pool_repost_waiting(ep->pool);
 	pthread_mutex_unlock(&ep->cq_lock);
-	if (total && !dlist_empty(&ep->zombies))
-		reap_zombies(ep);
+	if (total && !dlist_empty(&ep->dom->zombies))
+		reap_zombies(ep->dom);
 	return total;
 }
 
@@ -419,5 +418,42 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
 		}
 	}
 	pthread_mutex_unlock(&ep->cq_lock);
+	return 0;
+}
+
+/* ---------------- progress thread ---------------- */
+
+static void *progress_main(void *arg)
+{
+	struct fab_ep *ep = arg;
+	unsigned idle = 0;
+	while (atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
+		int n = fab_ep_progress(ep);
+		if (n > 0) {
+			idle = 0;
+			continue;
+		}
+		/* Spin while traffic is likely, then back off: an idle rail costs
+		 * little CPU, and test() still progresses on NCCL's thread. */
+		if (++idle < 256) {
+			sched_yield();
+		} else {
+			struct timespec ts = { 0, idle < 4096 ? 20000 : 200000 };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+int fab_ep_start_progress_thread(struct fab_ep *ep)
+{
+	atomic_store(&ep->thread_run, true);
+	int rc = pthread_create(&ep->thread, NULL, progress_main, ep);
+	if (rc) {
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: cannot start a progress thread: %s",
+			 ep->dom->name, strerror(rc));
+		return -FI_ENOMEM;
+	}
+	ep->has_thread = true;
 	return 0;
 }

@@ -35,11 +35,15 @@ struct proto_comm {
 	uint32_t magic;
 	enum proto_comm_kind kind;
 	struct fab_device *dev;
-	struct fab_ep *ep;
+	struct fab_ep *ep;         /* rail 0: control messages, CTS, flushes */
+	int nrails;                /* rails the connection stripes over */
+	struct fab_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
-	struct fab_ep_obj reg;     /* id in the endpoint's tag space (reg.id) */
+	struct fab_ep_obj reg;     /* id in rail 0's tag space (reg.id) */
 	struct fab_zombie zombie;
 	struct fab_freelist reqs;  /* free requests of this comm */
+	struct fab_op *ops;        /* every request's operations (nrails per buffer) */
+	size_t nops;               /* entries in ops */
 	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
 };
@@ -51,7 +55,7 @@ struct proto_req {
 	struct proto_comm *comm;
 	struct fab_free_node free_node;
 	int n;                     /* buffers (1 for a send) */
-	int nposted;               /* buffers handed to libfabric so far */
+	int nposted;               /* operations handed to libfabric so far */
 	int nops;                  /* completions that finish the request */
 	atomic_int ncomplete;
 	atomic_int status;         /* ncclResult_t of the first failure */
@@ -61,24 +65,35 @@ struct proto_req {
 struct proto_send_req {
 	struct proto_req h;
 	size_t size;
-	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
-	struct fab_op op;
+	uint64_t abort_size;       /* payload of the stand-ins for an oversized send */
+	/* what the chunks are made of; posting resumes here after -FI_EAGAIN */
+	const char *data;
+	void *desc;
+	uint64_t wire;
+	uint64_t posted;           /* the receive's size (CTS) */
+	size_t csize;              /* chunk size when striped */
+	int chunks, rail;
+	struct fab_op *ops;        /* nrails of them */
 };
 
 struct proto_recv_req {
 	struct proto_req h;
 	void *data[PROTO_MAX_RECVS];
 	size_t posted[PROTO_MAX_RECVS];
-	size_t got[PROTO_MAX_RECVS];
+	_Atomic size_t got[PROTO_MAX_RECVS]; /* chunks of one buffer land on several threads */
 	void *desc[PROTO_MAX_RECVS];
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
-	struct fab_op op[PROTO_MAX_RECVS];
+	uint8_t chunks[PROTO_MAX_RECVS];
+	uint8_t rail[PROTO_MAX_RECVS];
+	size_t csize[PROTO_MAX_RECVS];
+	int cursor;                /* next (buffer, chunk) to post, flattened */
+	struct fab_op *ops;        /* buffer i chunk j: ops[i * nrails + j] */
+	_Atomic uint64_t sunk;     /* ops re-posted into the closing comm's sink */
 	struct proto_cts cts;      /* what this receive posted, for the sender */
 	struct fab_op cts_op;
 	bool cts_sent;
-	bool sunk[PROTO_MAX_RECVS]; /* re-posted into the closing comm's sink */
-	fi_addr_t flush_self;       /* a flush reads the buffer back from ourselves */
+	fi_addr_t flush_self;      /* a flush reads the buffer back from ourselves */
 	uint64_t flush_addr, flush_key;
 };
 
@@ -87,7 +102,7 @@ enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };
 struct proto_send {
 	struct proto_comm c;
 	_Atomic enum proto_send_state state;
-	fi_addr_t peer;
+	fi_addr_t peer[PROTO_MAX_RAILS];
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
@@ -111,7 +126,7 @@ struct proto_send {
 
 struct proto_recv {
 	struct proto_comm c;
-	fi_addr_t peer;
+	fi_addr_t peer[PROTO_MAX_RAILS];
 	uint32_t id;
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
@@ -140,6 +155,9 @@ struct proto_listen {
 	struct fab_op rej_op;
 	uint64_t wait_start_ns, last_call_ns;
 };
+
+/* Progresses every rail of the comm; negative on a CQ failure. */
+int proto_comm_progress(struct proto_comm *c);
 
 /* Releases a comm whose pending count is zero, or turns it into a zombie. */
 void proto_comm_retire(struct proto_comm *c);

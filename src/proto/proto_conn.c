@@ -34,6 +34,7 @@ static void comm_release(struct fab_zombie *z)
 	if (c->fini)
 		c->fini(c);
 	fab_freelist_destroy(&c->reqs);
+	free(c->ops);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
 }
@@ -54,13 +55,23 @@ static void recv_fini(struct proto_comm *c)
 }
 
 static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
-		     struct fab_domain *dom, size_t size)
+		     struct fab_domain *dom, size_t size, int nrails)
 {
 	c->magic = PROTO_COMM_MAGIC;
 	c->kind = kind;
 	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : NULL;
 	c->dev = dev;
 	c->ep = dom->eps[0];
+	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
+	for (int i = 0; i < c->nrails; i++)
+		c->rails[i] = dom->eps[i];
+	/* Operations live in one array per comm, nrails per buffer, so a request
+	 * never allocates. */
+	size_t nops = kind == PROTO_SEND ? (size_t)PROTO_SEND_REQS * c->nrails :
+		      kind == PROTO_RECV ? (size_t)PROTO_RECV_REQS * PROTO_MAX_RECVS * c->nrails : 0;
+	if (nops && !(c->ops = calloc(nops, sizeof(*c->ops))))
+		return -FI_ENOMEM;
+	c->nops = nops;
 	atomic_init(&c->pending, 0);
 	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
@@ -91,6 +102,7 @@ static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int i
 	memset(&op->ctx, 0, sizeof(op->ctx));
 	op->complete = fn;
 	op->owner = owner;
+	op->ep = NULL;
 	op->index = index;
 	atomic_init(&op->posted, 0);
 }
@@ -99,6 +111,7 @@ static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int i
  * post call returns. */
 static void op_will_post(struct proto_comm *c, struct fab_op *op)
 {
+	op->ep = c->ep; /* control messages travel on rail 0 */
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 }
@@ -118,8 +131,8 @@ static void op_done(struct proto_comm *c, struct fab_op *op)
 
 static void cancel_op(struct proto_comm *c, struct fab_op *op)
 {
-	if (atomic_load(&op->posted))
-		(void)fi_cancel(&c->ep->ep->fid, &op->ctx);
+	if (atomic_load(&op->posted) && op->ep)
+		(void)fi_cancel(&op->ep->ep->fid, &op->ctx);
 }
 
 void proto_comm_cancel_locked(struct proto_comm *c)
@@ -135,16 +148,15 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		cancel_op(c, &s->in_op);
 		cancel_op(c, &s->out_op);
-		for (int i = 0; i < PROTO_SEND_REQS; i++)
-			cancel_op(c, &s->reqs[i].op);
+		for (size_t i = 0; i < c->nops; i++)
+			cancel_op(c, &c->ops[i]);
 		break;
 	}
 	case PROTO_RECV: {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
 		cancel_op(c, &r->ack_op);
-		for (int i = 0; i < PROTO_RECV_REQS; i++)
-			for (int k = 0; k < PROTO_MAX_RECVS; k++)
-				cancel_op(c, &r->reqs[i].op[k]);
+		for (size_t i = 0; i < c->nops; i++)
+			cancel_op(c, &c->ops[i]);
 		for (int i = 0; i < PROTO_RECV_REQS; i++)
 			cancel_op(c, &r->reqs[i].cts_op);
 		break;
@@ -165,8 +177,8 @@ static void recv_prepare_sink(struct proto_recv *r)
 		struct proto_recv_req *q = &r->reqs[i];
 		if (!q->h.in_use || !q->cts_sent)
 			continue;
-		for (int k = 0; k < q->h.nposted; k++)
-			if (atomic_load(&q->op[k].posted) && q->posted[k] > need)
+		for (int k = 0; k < q->h.n; k++)
+			if (q->posted[k] > need)
 				need = q->posted[k];
 	}
 	if (!need)
@@ -190,13 +202,21 @@ static int comm_user_ops(struct proto_comm *c)
 	int n = 0;
 	if (c->kind == PROTO_SEND) {
 		struct proto_send *s = container_of(c, struct proto_send, c);
-		for (int i = 0; i < PROTO_SEND_REQS; i++)
-			n += atomic_load(&s->reqs[i].op.posted) && !s->reqs[i].abort_size;
+		int per = (int)(c->nops / PROTO_SEND_REQS);
+		for (int i = 0; i < PROTO_SEND_REQS; i++) {
+			if (s->reqs[i].abort_size)
+				continue; /* stand-ins carry plugin memory */
+			for (int k = 0; k < per; k++)
+				n += atomic_load(&s->reqs[i].ops[k].posted);
+		}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
-		for (int i = 0; i < PROTO_RECV_REQS; i++)
-			for (int k = 0; k < PROTO_MAX_RECVS; k++)
-				n += atomic_load(&r->reqs[i].op[k].posted) && !r->reqs[i].sunk[k];
+		int per = PROTO_MAX_RECVS * c->nrails;
+		for (int i = 0; i < PROTO_RECV_REQS; i++) {
+			uint64_t sunk = atomic_load(&r->reqs[i].sunk);
+			for (int k = 0; k < per; k++)
+				n += atomic_load(&r->reqs[i].ops[k].posted) && !(sunk >> k & 1);
+		}
 	}
 	return n;
 }
@@ -210,10 +230,12 @@ void proto_comm_retire(struct proto_comm *c)
 		recv_prepare_sink(container_of(c, struct proto_recv, c));
 	fab_ep_unregister(ep, &c->reg); /* control messages for it are dropped from now on */
 	c->magic = 0xdeadbeef;
-	/* Holding the CQ lock keeps completions from running while we cancel. */
-	pthread_mutex_lock(&ep->cq_lock);
+	/* Holding the CQ locks keeps completions from running while we cancel. */
+	for (int i = 0; i < c->nrails; i++)
+		pthread_mutex_lock(&c->rails[i]->cq_lock);
 	proto_comm_cancel_locked(c);
-	pthread_mutex_unlock(&ep->cq_lock);
+	for (int i = c->nrails - 1; i >= 0; i--)
+		pthread_mutex_unlock(&c->rails[i]->cq_lock);
 	/* An operation already matched cannot be cancelled: it is moving data
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
@@ -221,7 +243,7 @@ void proto_comm_retire(struct proto_comm *c)
 	uint64_t deadline = fab_now_ns() + PROTO_CLOSE_WAIT_NS;
 	int busy;
 	while ((busy = comm_user_ops(c)) > 0 && fab_now_ns() < deadline) {
-		if (fab_ep_progress(ep) <= 0)
+		if (proto_comm_progress(c) <= 0)
 			sched_yield();
 	}
 	if (busy > 0)
@@ -232,7 +254,7 @@ void proto_comm_retire(struct proto_comm *c)
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
 		comm_release(&c->zombie);
 	else
-		fab_ep_add_zombie(ep, &c->zombie);
+		fab_domain_add_zombie(ep->dom, &c->zombie);
 }
 
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
@@ -338,7 +360,7 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 		FAB_WARN(NCCL_NET, "listen: out of memory");
 		return ncclSystemError;
 	}
-	if (comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l))) {
+	if (comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l), 1)) {
 		comm_release(&l->c.zombie);
 		return ncclSystemError;
 	}
@@ -435,7 +457,14 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	for (uint32_t i = 0; i < m->count; i++) {
 		uint64_t key = proto_cts_key(proto_tag_fold(lay, m->e[i].tag),
 					     m->e[i].seq & proto_tag_seq_mask(lay));
-		if (proto_cts_put(&s->cts, key, m->e[i].size))
+		uint32_t meta = (uint32_t)m->e[i].chunks | (uint32_t)m->e[i].rail << 16;
+		if (m->e[i].chunks < 1 || m->e[i].chunks > s->c.nrails ||
+		    (m->e[i].chunks == 1 && m->e[i].rail >= s->c.nrails)) {
+			FAB_WARN(NCCL_NET, "connection to %s: CTS with %u chunks on rail %u for %d rails",
+				 s->peer_text, m->e[i].chunks, m->e[i].rail, s->c.nrails);
+			continue;
+		}
+		if (proto_cts_put(&s->cts, key, m->e[i].size, meta))
 			FAB_WARN(NCCL_NET,
 				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
 				 "duplicate): the peer posted more receives than NCCL allows",
@@ -475,7 +504,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		return ncclSystemError;
 	}
 	pthread_mutex_init(&s->cts_lock, NULL); /* before comm_init: its failure path destroys it */
-	if (comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s))) {
+	if (comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s), dom->nep)) {
 		comm_release(&s->c.zombie);
 		return ncclSystemError;
 	}
@@ -484,7 +513,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
-	int rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer);
+	int rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer[0]);
 	if (rc) {
 		FAB_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
 			 s->peer_text, fab_strerror(rc));
@@ -497,8 +526,11 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	s->out.id = s->reply_id;
 	s->out.nonce = h->nonce;
 	s->out.prov_hash = dev->prov_hash;
-	s->out.addr_len = (uint16_t)s->c.ep->namelen;
-	memcpy(s->out.addr, s->c.ep->name, s->c.ep->namelen);
+	s->out.nrails = (uint8_t)s->c.nrails;
+	for (int i = 0; i < s->c.nrails; i++) {
+		s->out.alen[i] = (uint8_t)s->c.rails[i]->namelen;
+		memcpy(s->out.addr[i], s->c.rails[i]->name, s->c.rails[i]->namelen);
+	}
 	proto_msg_seal(&s->out);
 	s->start_ns = fab_now_ns();
 	s->handle_ptr = handle_ptr;
@@ -532,7 +564,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 	}
 	if (s->in_posted && !s->out_posted) {
 		op_will_post(&s->c, &s->out_op);
-		rc = fi_tsend(ep->ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer, s->listen_tag,
+		rc = fi_tsend(ep->ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0], s->listen_tag,
 			      &s->out_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->out_op);
@@ -572,6 +604,17 @@ static ncclResult_t send_advance(struct proto_send *s)
 				 s->peer_text);
 			return ncclRemoteError;
 		}
+		/* the listener agreed on min(our rails, its rails); reach each of its rails */
+		int nrails = s->in.nrails < s->c.nrails ? s->in.nrails : s->c.nrails;
+		for (int i = 1; i < nrails; i++) {
+			int rrc = fab_ep_resolve(s->c.rails[i], s->in.addr[i], s->in.alen[i], &s->peer[i]);
+			if (rrc) {
+				FAB_WARN(NCCL_NET, "connect to %s: rail %d's address cannot be used: %s",
+					 s->peer_text, i, fab_strerror(rrc));
+				return ncclSystemError;
+			}
+		}
+		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
 		atomic_store(&s->state, PROTO_READY);
 		return ncclSuccess;
@@ -683,7 +726,7 @@ static int recv_post_ack(struct proto_recv *r)
 {
 	const struct proto_tag_layout *lay = &r->c.dev->layout;
 	op_will_post(&r->c, &r->ack_op);
-	ssize_t rc = fi_tsend(r->c.ep->ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer,
+	ssize_t rc = fi_tsend(r->c.ep->ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
 			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, r->reply_id), &r->ack_op.ctx);
 	if (rc) {
 		op_not_posted(&r->c, &r->ack_op);
@@ -697,8 +740,8 @@ static void listen_reject(struct proto_listen *l, const struct proto_msg *req, u
 			  const char *peer_text)
 {
 	fi_addr_t peer;
-	if (atomic_load(&l->rej_op.posted) || req->addr_len == 0 ||
-	    fab_ep_resolve(l->c.ep, req->addr, req->addr_len, &peer))
+	if (atomic_load(&l->rej_op.posted) || req->alen[0] == 0 ||
+	    fab_ep_resolve(l->c.ep, req->addr[0], req->alen[0], &peer))
 		return; /* the connector times out instead */
 	memset(&l->rej, 0, sizeof(l->rej));
 	l->rej.type = PROTO_MSG_REJECT;
@@ -769,7 +812,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 				 dev->props.name, why);
 			return ncclSuccess;
 		}
-		proto_addr_text(dev->info, req.addr, req.addr_len, peer_text, sizeof(peer_text));
+		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));
 		if (req.nonce != l->nonce) {
 			listen_reject(l, &req, PROTO_REJECT_NONCE, peer_text);
 			return ncclSuccess;
@@ -780,7 +823,8 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		}
 		struct proto_recv *r = calloc(1, sizeof(*r));
 		struct fab_domain *dom = dev->dom;
-		if (!r || comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r))) {
+		int nrails = req.nrails < dom->nep ? req.nrails : dom->nep;
+		if (!r || comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r), nrails)) {
 			if (r)
 				comm_release(&r->c.zombie);
 			FAB_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
@@ -790,16 +834,23 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		op_init(&r->ack_op, recv_ack_done, r, 0);
 		recv_free_list_init(r);
 		fab_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
-		if (fab_ep_resolve(r->c.ep, req.addr, req.addr_len, &r->peer)) {
-			listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
-			comm_release(&r->c.zombie);
-			return ncclSystemError;
+		for (int i = 0; i < r->c.nrails; i++) {
+			if (fab_ep_resolve(r->c.rails[i], req.addr[i], req.alen[i], &r->peer[i])) {
+				listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
+				comm_release(&r->c.zombie);
+				return ncclSystemError;
+			}
 		}
 		r->id = r->c.reg.id;
 		r->ack.type = PROTO_MSG_ACCEPT;
 		r->ack.id = r->id;
 		r->ack.nonce = req.nonce;
 		r->ack.prov_hash = dev->prov_hash;
+		r->ack.nrails = (uint8_t)r->c.nrails;
+		for (int i = 0; i < r->c.nrails; i++) {
+			r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
+			memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);
+		}
 		proto_msg_seal(&r->ack);
 		r->reply_id = req.id;
 		l->accepting = r;
@@ -845,6 +896,7 @@ static void send_free_list_init(struct proto_send *s)
 		struct proto_send_req *q = &s->reqs[i];
 		q->h.kind = PROTO_REQ_SEND;
 		q->h.comm = &s->c;
+		q->ops = &s->c.ops[(size_t)i * s->c.nrails];
 		fab_freelist_push(&s->c.reqs, &q->h.free_node);
 	}
 }
@@ -855,6 +907,19 @@ static void recv_free_list_init(struct proto_recv *r)
 		struct proto_recv_req *q = &r->reqs[i];
 		q->h.kind = PROTO_REQ_RECV;
 		q->h.comm = &r->c;
+		q->ops = &r->c.ops[(size_t)i * PROTO_MAX_RECVS * r->c.nrails];
 		fab_freelist_push(&r->c.reqs, &q->h.free_node);
 	}
+}
+
+int proto_comm_progress(struct proto_comm *c)
+{
+	int total = 0;
+	for (int i = 0; i < c->nrails; i++) {
+		int n = fab_ep_progress(c->rails[i]);
+		if (n < 0)
+			return n;
+		total += n;
+	}
+	return total;
 }

@@ -8,7 +8,7 @@ static unsigned slot_of(uint64_t key)
 	return (unsigned)(key & (PROTO_CTS_SLOTS - 1));
 }
 
-int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size)
+int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32_t meta)
 {
 	if (t->used >= PROTO_CTS_SLOTS - 1)
 		return -1;
@@ -18,13 +18,14 @@ int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size)
 		if (t->slot[i].key == 0) {
 			t->slot[i].key = key;
 			t->slot[i].size = size;
+			t->slot[i].meta = meta;
 			t->used++;
 			return 0;
 		}
 	}
 }
 
-bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size)
+bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uint32_t *meta)
 {
 	unsigned i = slot_of(key);
 	for (;; i = (i + 1) & (PROTO_CTS_SLOTS - 1)) {
@@ -34,6 +35,7 @@ bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size)
 			break;
 	}
 	*size = t->slot[i].size;
+	*meta = t->slot[i].meta;
 	t->used--;
 	/* backward-shift deletion keeps every chain unbroken without tombstones */
 	unsigned hole = i;

@@ -17,6 +17,7 @@
 struct proto_cts_slot {
 	uint64_t key; /* 0: empty */
 	uint64_t size;
+	uint32_t meta; /* chunks | rail << 16 */
 };
 
 struct proto_cts_table {
@@ -30,8 +31,8 @@ static inline uint64_t proto_cts_key(uint32_t folded_tag, uint32_t seq)
 }
 
 /* 0, or -1 when the table is full or the key is already there. */
-int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size);
-/* Removes the key; true and its size when present. */
-bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size);
+int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32_t meta);
+/* Removes the key; true and its size and meta when present. */
+bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uint32_t *meta);
 
 #endif

@@ -76,15 +76,15 @@ static void error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, cha
 	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
 }
 
-/* A receive whose remaining buffers can never be posted: counted complete so
- * test() can report the failure instead of waiting forever. Posted buffers
+/* A receive whose remaining operations can never be posted: counted complete
+ * so test() can report the failure instead of waiting forever. Posted ones
  * still complete (or are cancelled at close) normally. */
 static void recv_abandon(struct proto_recv_req *q)
 {
 	struct proto_req *r = &q->h;
 	req_fail(r, ncclSystemError);
-	int missing = (r->n - r->nposted) + (q->cts_sent ? 0 : 1);
-	r->nposted = r->n;
+	int missing = (r->nops - 1 - r->nposted) + (q->cts_sent ? 0 : 1);
+	r->nposted = r->nops - 1;
 	q->cts_sent = true;
 	atomic_fetch_add(&r->ncomplete, missing);
 }
@@ -99,7 +99,7 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			error_text(c->ep, err, text, sizeof(text));
+			error_text(op->ep, err, text, sizeof(text));
 			struct proto_send *s = container_of(c, struct proto_send, c);
 			FAB_WARN(NCCL_NET, "send of %zu bytes to %s failed: %s", q->size, s->peer_text,
 				 text);
@@ -110,22 +110,74 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_finish(c, op);
 }
 
-/* The size the receiver posted for (tag, seq), once its CTS has arrived. */
-static bool send_take_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t *posted)
+/* The receive the peer posted for (tag, seq), once its CTS has arrived. */
+static bool send_take_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t *posted,
+			  uint32_t *meta)
 {
 	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
 	pthread_mutex_lock(&s->cts_lock);
-	bool found = proto_cts_take(&s->cts, key, posted);
+	bool found = proto_cts_take(&s->cts, key, posted, meta);
 	pthread_mutex_unlock(&s->cts_lock);
 	return found;
 }
 
-static void send_return_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t posted)
+static void send_return_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t posted,
+			    uint32_t meta)
 {
 	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
 	pthread_mutex_lock(&s->cts_lock);
-	(void)proto_cts_put(&s->cts, key, posted); /* the slot it came from is free */
+	(void)proto_cts_put(&s->cts, key, posted, meta); /* the slot it came from is free */
 	pthread_mutex_unlock(&s->cts_lock);
+}
+
+/* Posts the chunks not posted yet. Returns 0 (all posted), -FI_EAGAIN, or an
+ * error. Chunk j goes on rail j (one message: on q->rail). */
+static int send_post_remaining(struct proto_send_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	struct proto_send *s = container_of(c, struct proto_send, c);
+	bool aborting = q->abort_size != 0;
+	while (q->h.nposted < q->chunks) {
+		int j = q->h.nposted;
+		int rail = q->chunks == 1 ? q->rail : j;
+		size_t off = 0, len = q->size;
+		if (q->chunks > 1)
+			proto_chunk(q->size, q->csize, j, &off, &len);
+		const void *buf = q->data + off;
+		void *desc = q->desc;
+		uint64_t wire = q->wire;
+		if (aborting) {
+			/* a stand-in in every chunk, with the size where it fits */
+			size_t room = q->posted, roff;
+			if (q->chunks > 1)
+				proto_chunk(q->posted, q->csize, j, &roff, &room);
+			buf = &q->abort_size;
+			len = room >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0;
+			desc = c->ctrl_mr ? c->ctrl_mr->desc : NULL;
+			wire |= c->dev->layout.abort_bit;
+		}
+		struct fab_op *op = &q->ops[j];
+		op->ep = c->rails[rail];
+		atomic_store(&op->posted, 1);
+		atomic_fetch_add(&c->pending, 1);
+		ssize_t rc = fi_tsend(op->ep->ep, buf, len, desc, s->peer[rail], wire, &op->ctx);
+		if (rc) {
+			atomic_store(&op->posted, 0);
+			atomic_fetch_sub(&c->pending, 1);
+			return (int)rc;
+		}
+		q->h.nposted++;
+	}
+	return 0;
+}
+
+/* A send that can never finish posting: the rest counted complete, failed. */
+static void send_abandon(struct proto_send_req *q)
+{
+	struct proto_req *r = &q->h;
+	req_fail(r, ncclSystemError);
+	atomic_fetch_add(&r->ncomplete, r->nops - r->nposted);
+	r->nposted = r->nops;
 }
 
 ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -154,36 +206,40 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 	}
 	uint32_t seq = se->seq;
 	uint64_t posted;
-	if (!send_take_cts(s, folded, seq, &posted)) {
+	uint32_t meta;
+	if (!send_take_cts(s, folded, seq, &posted, &meta)) {
 		/* The receiver has not posted this message's buffer yet: NCCL retries. */
 		if (fab_ep_progress(c->ep) < 0)
 			return ncclSystemError;
-		if (!send_take_cts(s, folded, seq, &posted))
+		if (!send_take_cts(s, folded, seq, &posted, &meta))
 			return ncclSuccess;
 	}
 	struct proto_req *r = req_get(c);
 	if (!r) {
-		send_return_cts(s, folded, seq, posted);
+		send_return_cts(s, folded, seq, posted, meta);
 		return ncclSuccess;
 	}
 	struct proto_send_req *q = container_of(r, struct proto_send_req, h);
 	req_reset(r, 1);
-	r->nops = 1;
 	q->size = size;
 	q->abort_size = 0;
-	q->op.complete = send_done;
-	q->op.owner = q;
-	q->op.index = 0;
-
-	uint64_t wire = proto_tag_data(lay, s->remote_id, seq, tag);
-	const void *buf = data;
-	size_t len = size;
-	void *desc = mr ? mr->desc : NULL;
+	q->data = data;
+	q->desc = mr ? mr->desc : NULL;
+	q->wire = proto_tag_data(lay, s->remote_id, seq, tag);
+	q->posted = posted;
+	q->chunks = (int)(meta & 0xffff);
+	q->rail = (int)(meta >> 16);
+	q->csize = q->chunks > 1 ? proto_chunk_size(posted, q->chunks) : posted;
+	r->nops = q->chunks;
+	for (int j = 0; j < q->chunks; j++) {
+		q->ops[j].complete = send_done;
+		q->ops[j].owner = q;
+		q->ops[j].index = j;
+	}
 	if (size > posted) {
 		/* Never hand the provider a message larger than the receive: providers
-		 * break the connection or hang on it. A stand-in with the abort bit
-		 * completes the peer's receive with an error instead, carrying the
-		 * size when the buffer has room for it. */
+		 * break the connection or hang on it. Stand-ins with the abort bit
+		 * complete the peer's receive with an error instead. */
 		FAB_WARN(NCCL_NET,
 			 "isend of %zu bytes to %s (NCCL tag %d): the receiver posted only %llu "
 			 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
@@ -191,32 +247,30 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			 size, s->peer_text, tag, (unsigned long long)posted);
 		req_fail(r, ncclInvalidUsage);
 		q->abort_size = size;
-		wire |= lay->abort_bit;
-		buf = &q->abort_size;
-		len = posted >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0;
-		desc = c->ctrl_mr ? c->ctrl_mr->desc : NULL;
 	}
 
-	atomic_store(&q->op.posted, 1);
-	atomic_fetch_add(&c->pending, 1);
-	ssize_t rc = fi_tsend(c->ep->ep, buf, len, desc, s->peer, wire, &q->op.ctx);
-	if (rc) {
-		atomic_store(&q->op.posted, 0);
-		atomic_fetch_sub(&c->pending, 1);
+	int rc = send_post_remaining(q);
+	if (rc && r->nposted == 0) {
 		req_put(r);
-		send_return_cts(s, folded, seq, posted);
+		send_return_cts(s, folded, seq, posted, meta);
 		if (rc == -FI_EAGAIN) {
 			(void)fab_ep_progress(c->ep);
 			return ncclSuccess;
 		}
 		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: fi_tsend failed: %s", size, s->peer_text,
-			 fab_strerror((int)rc));
+			 fab_strerror(rc));
 		return ncclSystemError;
 	}
+	if (rc && rc != -FI_EAGAIN) {
+		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: fi_tsend failed: %s", size, s->peer_text,
+			 fab_strerror(rc));
+		send_abandon(q);
+	}
+	/* with -FI_EAGAIN part way, test() posts the other chunks */
 	se = proto_seq_get(&s->seq, folded); /* the table may have moved entries */
 	se->seq++;
-	r->nposted = 1;
-	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s", size, tag, seq, s->peer_text);
+	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s (%d chunk%s)", size, tag, seq,
+		  s->peer_text, q->chunks, q->chunks == 1 ? "" : "s");
 	*request = r;
 	return ncclSuccess;
 }
@@ -229,34 +283,36 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_recv_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
-	int i = op->index;
+	int i = op->index / c->nrails; /* the buffer this chunk belongs to */
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
 		/* The sender's stand-in for a message larger than this buffer. */
 		uint64_t sent = 0;
-		if (e->len == sizeof(sent))
+		if (e->len == sizeof(sent) && !(op->index % c->nrails))
 			memcpy(&sent, q->data[i], sizeof(sent));
-		char what[64];
-		if (sent)
-			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
-		else
-			snprintf(what, sizeof(what), "a larger message");
-		FAB_WARN(NCCL_NET,
-			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
-			 "nothing was written past the buffer. Both ranks must run the same NCCL "
-			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
-			 r->peer_text, what, q->posted[i], q->tags[i]);
-		q->got[i] = 0;
+		if (op->index % c->nrails == 0) {
+			char what[64];
+			if (sent)
+				snprintf(what, sizeof(what), "a message of %llu bytes",
+					 (unsigned long long)sent);
+			else
+				snprintf(what, sizeof(what), "a larger message");
+			FAB_WARN(NCCL_NET,
+				 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL "
+				 "tag %d); nothing was written past the buffer. Both ranks must run the "
+				 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+				 r->peer_text, what, q->posted[i], q->tags[i]);
+		}
 		req_fail(&q->h, ncclInvalidUsage);
 	} else if (e) {
-		q->got[i] = e->len;
+		atomic_fetch_add(&q->got[i], e->len);
 	} else {
 		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink && q->cts_sent) {
 			/* closing: the sender may still send this one; let it drain */
-			ssize_t rc = fi_trecv(c->ep->ep, r->sink, FAB_MIN(q->posted[i], r->sink_len),
+			ssize_t rc = fi_trecv(op->ep->ep, r->sink, r->sink_len,
 					      r->sink_mr ? r->sink_mr->desc : NULL, FI_ADDR_UNSPEC,
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
-				q->sunk[i] = true;
+				atomic_fetch_or(&q->sunk, 1ULL << op->index);
 				return; /* still posted: pending unchanged */
 			}
 		}
@@ -267,10 +323,9 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut%s)",
 				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
 				 (size_t)err->olen, c->magic != PROTO_COMM_MAGIC ? ", comm closing" : "");
-			q->got[i] = err->len;
 		} else if (err->err != FI_ECANCELED || c->magic == PROTO_COMM_MAGIC) {
 			char text[256];
-			error_text(c->ep, err, text, sizeof(text));
+			error_text(op->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "receive of up to %zu bytes from %s failed: %s", q->posted[i],
 				 r->peer_text, text);
 		}
@@ -288,7 +343,7 @@ static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			error_text(c->ep, err, text, sizeof(text));
+			error_text(op->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "receive from %s: sending the CTS failed: %s",
 				 container_of(c, struct proto_recv, c)->peer_text, text);
 		}
@@ -298,20 +353,29 @@ static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_finish(c, op);
 }
 
-/* Posts what is not posted yet: the buffers, then the CTS that tells the
- * sender they are there. Returns 0 (all posted), -FI_EAGAIN, or an error. */
+/* Posts what is not posted yet: every chunk of every buffer, then the CTS
+ * that tells the sender they are there. Returns 0 (all posted), -FI_EAGAIN,
+ * or an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	uint64_t ignore = c->dev->layout.abort_bit;
-	while (q->h.nposted < q->h.n) {
-		int i = q->h.nposted;
-		struct fab_op *op = &q->op[i];
+	int total = q->h.n * c->nrails;
+	for (; q->cursor < total; q->cursor++) {
+		int i = q->cursor / c->nrails, j = q->cursor % c->nrails;
+		if (j >= q->chunks[i])
+			continue;
+		int rail = q->chunks[i] == 1 ? q->rail[i] : j;
+		size_t off = 0, len = q->posted[i];
+		if (q->chunks[i] > 1)
+			proto_chunk(q->posted[i], q->csize[i], j, &off, &len);
+		struct fab_op *op = &q->ops[q->cursor];
+		op->ep = c->rails[rail];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fi_trecv(c->ep->ep, q->data[i], q->posted[i], q->desc[i], FI_ADDR_UNSPEC,
-				      q->wire[i], ignore, &op->ctx);
+		ssize_t rc = fi_trecv(op->ep->ep, (char *)q->data[i] + off, len, q->desc[i],
+				      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
@@ -320,11 +384,12 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->h.nposted++;
 	}
 	if (!q->cts_sent) {
+		q->cts_op.ep = c->ep;
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		ssize_t rc = fi_tsend(c->ep->ep, &q->cts,
 				      offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
-				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer,
+				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[0],
 				      proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id),
 				      &q->cts_op.ctx);
 		if (rc) {
@@ -362,19 +427,21 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	}
 	struct proto_req *r = req_get(c);
 	if (!r) {
-		(void)fab_ep_progress(c->ep);
+		(void)proto_comm_progress(c);
 		return ncclSuccess;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+	size_t stripe_min = (size_t)fab_plugin_get()->cfg.v[FAB_CFG_STRIPE_MIN].i;
 	req_reset(r, n);
-	r->nops = n + 1; /* the buffers and the CTS */
 	q->cts_sent = false;
-	memset(q->sunk, 0, sizeof(q->sunk));
+	q->cursor = 0;
+	atomic_store(&q->sunk, 0);
 	q->cts.count = (uint32_t)n;
 	q->cts.conn_id = rc_->id;
 	q->cts_op.complete = recv_cts_done;
 	q->cts_op.owner = q;
-	q->cts_op.index = n;
+	q->cts_op.index = -1;
+	int nops = 0;
 	for (int i = 0; i < n; i++) {
 		uint32_t folded = proto_tag_fold(lay, tags[i]);
 		struct proto_seq_entry *se = proto_seq_get(&rc_->seq, folded);
@@ -389,17 +456,29 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
 		q->data[i] = data[i];
 		q->posted[i] = sizes[i];
-		q->got[i] = 0;
+		atomic_store(&q->got[i], 0);
 		q->desc[i] = mr ? mr->desc : NULL;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
+		/* Large receives are split over every rail; smaller ones take turns. */
+		q->chunks[i] = (uint8_t)(c->nrails > 1 && sizes[i] >= stripe_min ? c->nrails : 1);
+		q->rail[i] = (uint8_t)(q->chunks[i] == 1 ? seq % (uint32_t)c->nrails : 0);
+		q->csize[i] = q->chunks[i] > 1 ? proto_chunk_size(sizes[i], q->chunks[i]) : sizes[i];
 		q->cts.e[i].tag = tags[i];
 		q->cts.e[i].seq = seq & proto_tag_seq_mask(lay);
 		q->cts.e[i].size = sizes[i];
-		q->op[i].complete = recv_done;
-		q->op[i].owner = q;
-		q->op[i].index = i;
+		q->cts.e[i].chunks = q->chunks[i];
+		q->cts.e[i].rail = q->rail[i];
+		q->cts.e[i].reserved = 0;
+		for (int j = 0; j < q->chunks[i]; j++) {
+			struct fab_op *op = &q->ops[i * c->nrails + j];
+			op->complete = recv_done;
+			op->owner = q;
+			op->index = i * c->nrails + j;
+		}
+		nops += q->chunks[i];
 	}
+	r->nops = nops + 1; /* the chunks and the CTS */
 	int prc = recv_post_remaining(q);
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
@@ -407,7 +486,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 		req_put(r);
 		if (prc == -FI_EAGAIN) {
-			(void)fab_ep_progress(c->ep);
+			(void)proto_comm_progress(c);
 			return ncclSuccess;
 		}
 		FAB_WARN(NCCL_NET, "irecv from %s: fi_trecv failed: %s", rc_->peer_text,
@@ -420,8 +499,8 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		recv_abandon(q);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
-	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes)", n,
-		  rc_->peer_text, tags[0], sizes[0]);
+	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, %d chunk%s)", n,
+		  rc_->peer_text, tags[0], sizes[0], q->chunks[0], q->chunks[0] == 1 ? "" : "s");
 	*request = r;
 	return ncclSuccess;
 }
@@ -429,7 +508,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 /* ---------------- test ---------------- */
 
 static int flush_post(struct proto_recv_req *q);
-
 
 ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 {
@@ -448,19 +526,25 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			atomic_fetch_add(&r->ncomplete, 1);
 			r->nposted = 1;
 		}
-	}
-	if (r->kind == PROTO_REQ_RECV) {
+	} else if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-		if (r->nposted < r->n || !q->cts_sent) {
+		if (r->nposted < r->nops - 1 || !q->cts_sent) {
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
 				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
 				recv_abandon(q);
 			}
 		}
+	} else if (r->kind == PROTO_REQ_SEND && r->nposted < r->nops) {
+		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
+		int rc = send_post_remaining(q);
+		if (rc && rc != -FI_EAGAIN) {
+			FAB_WARN(NCCL_NET, "test: posting a send failed: %s", fab_strerror(rc));
+			send_abandon(q);
+		}
 	}
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		if (fab_ep_progress(c->ep) < 0)
+		if (proto_comm_progress(c) < 0)
 			return ncclSystemError;
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops)
 			return ncclSuccess;
@@ -474,7 +558,7 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		} else {
 			struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 			for (int i = 0; i < r->n; i++)
-				sizes[i] = (int)q->got[i];
+				sizes[i] = (int)atomic_load(&q->got[i]);
 		}
 	}
 	*done = 1;
@@ -506,13 +590,14 @@ static int flush_post(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct fab_domain *dom = c->dev->dom;
-	atomic_store(&q->op[0].posted, 1);
+	q->ops[0].ep = c->ep;
+	atomic_store(&q->ops[0].posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 	ssize_t rc = fi_read(c->ep->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
-			     q->flush_addr, q->flush_key, &q->op[0].ctx);
+			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
 	if (rc) {
-		atomic_store(&q->op[0].posted, 0);
+		atomic_store(&q->ops[0].posted, 0);
 		atomic_fetch_sub(&c->pending, 1);
 		return (int)rc;
 	}
@@ -543,9 +628,9 @@ static ncclResult_t flush_rma(struct proto_comm *c, struct fab_mr *mr, void *dat
 	r->kind = PROTO_REQ_FLUSH;
 	r->nops = 1;
 	q->cts_sent = true;
-	q->op[0].complete = flush_done;
-	q->op[0].owner = q;
-	q->op[0].index = 0;
+	q->ops[0].complete = flush_done;
+	q->ops[0].owner = q;
+	q->ops[0].index = 0;
 	q->flush_self = self;
 	q->flush_key = mr->key;
 	q->flush_addr = (dom->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)data :

@@ -91,9 +91,17 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		snprintf(why, why_len, "unknown control message type %u", m->type);
 		return -1;
 	}
-	if (m->addr_len > FAB_ADDR_MAX || (m->type == PROTO_MSG_CONNECT && m->addr_len == 0)) {
-		snprintf(why, why_len, "address length %u out of range", m->addr_len);
+	if (m->type == PROTO_MSG_REJECT)
+		return 0;
+	if (m->nrails < 1 || m->nrails > PROTO_MAX_RAILS) {
+		snprintf(why, why_len, "%u rails out of range", m->nrails);
 		return -1;
+	}
+	for (unsigned i = 0; i < m->nrails; i++) {
+		if (m->alen[i] == 0 || m->alen[i] > FAB_ADDR_MAX) {
+			snprintf(why, why_len, "address length %u of rail %u out of range", m->alen[i], i);
+			return -1;
+		}
 	}
 	return 0;
 }

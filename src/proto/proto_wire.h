@@ -45,34 +45,60 @@ enum proto_reject_reason {
 	PROTO_REJECT_RESOURCES = 3, /* the listener could not create the connection */
 };
 
+#define PROTO_MAX_RAILS 8
+
 struct proto_msg {
 	uint32_t magic;
 	uint8_t version;
 	uint8_t type;
-	uint16_t addr_len;
+	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..8) */
+	uint8_t reserved;
 	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
 	uint32_t reason;    /* REJECT: enum proto_reject_reason */
+	uint8_t alen[PROTO_MAX_RAILS]; /* length of each rail's address */
 	uint64_t nonce;
 	uint64_t prov_hash;
-	uint8_t addr[FAB_ADDR_MAX]; /* CONNECT: the connector's endpoint address */
+	uint8_t addr[PROTO_MAX_RAILS][FAB_ADDR_MAX]; /* the sender's rail endpoints */
 	uint64_t checksum;
 };
-_Static_assert(sizeof(struct proto_msg) == 128, "control message layout");
+_Static_assert(sizeof(struct proto_msg) == 752, "control message layout");
 
 /* Clear to send: what a receive posted, so the sender never hands the provider
- * a message larger than the buffer waiting for it. One per irecv. */
+ * a message larger than the buffer waiting for it, and both sides split it
+ * over the rails the same way. One per irecv. */
 #define PROTO_CTS_MAX 8
 struct proto_cts_entry {
-	int32_t tag;   /* NCCL tag */
-	uint32_t seq;  /* per-tag sequence number, masked to the tag layout */
-	uint64_t size; /* bytes posted */
+	int32_t tag;     /* NCCL tag */
+	uint32_t seq;    /* per-tag sequence number, masked to the tag layout */
+	uint64_t size;   /* bytes posted */
+	uint16_t chunks; /* 1: one message on `rail`; k: k chunks, chunk j on rail j */
+	uint16_t rail;
+	uint32_t reserved;
 };
 struct proto_cts {
 	uint32_t count;
 	uint32_t conn_id; /* the receiving connection, for sanity checks */
 	struct proto_cts_entry e[PROTO_CTS_MAX];
 };
-_Static_assert(sizeof(struct proto_cts) == 136, "CTS layout");
+_Static_assert(sizeof(struct proto_cts) == 200, "CTS layout");
+
+/* Striping: a receive of `posted` bytes in k chunks has chunks of
+ * proto_chunk_size(posted, k) bytes (the last one shorter); chunk j of a
+ * message of `total` <= posted bytes is the part of it inside chunk j. Both
+ * sides compute this from the posted size, which the CTS carries. */
+#define PROTO_CHUNK_ALIGN 4096
+static inline size_t proto_chunk_size(size_t posted, int k)
+{
+	size_t c = (posted + (size_t)k - 1) / (size_t)k;
+	return (c + PROTO_CHUNK_ALIGN - 1) & ~(size_t)(PROTO_CHUNK_ALIGN - 1);
+}
+
+static inline void proto_chunk(size_t total, size_t csize, int j, size_t *off, size_t *len)
+{
+	size_t o = (size_t)j * csize;
+	*off = o;
+	*len = total > o ? (total - o < csize ? total - o : csize) : 0;
+}
 
 uint64_t proto_prov_hash(const char *prov_name, uint32_t addr_format, unsigned tag_bits);
 

@@ -58,8 +58,8 @@ static int test_layout(void)
 	CHECK(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE);
 	CHECK_EQ(offsetof(struct proto_handle, checksum), 120);
 	CHECK_EQ(offsetof(struct proto_handle, addr), 32);
-	CHECK_EQ(sizeof(struct proto_msg), 128);
-	CHECK_EQ(offsetof(struct proto_msg, checksum), 120);
+	CHECK_EQ(sizeof(struct proto_msg), 752);
+	CHECK_EQ(offsetof(struct proto_msg, checksum), 744);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
 	CHECK_EQ(PROTO_VERSION, 1);
@@ -233,9 +233,12 @@ static void good_msg(struct proto_msg *m, uint8_t type)
 	m->id = 99;
 	m->nonce = 0x1122334455667788ULL;
 	m->prov_hash = TCP_HASH();
-	if (type == PROTO_MSG_CONNECT) {
-		m->addr_len = sizeof(addr16);
-		memcpy(m->addr, addr16, sizeof(addr16));
+	if (type != PROTO_MSG_REJECT) {
+		m->nrails = 2;
+		for (int r = 0; r < 2; r++) {
+			m->alen[r] = sizeof(addr16);
+			memcpy(m->addr[r], addr16, sizeof(addr16));
+		}
 	}
 	if (type == PROTO_MSG_REJECT)
 		m->reason = PROTO_REJECT_PROVIDER;
@@ -255,9 +258,11 @@ static int test_msg_roundtrip(void)
 		CHECK_EQ(m.type, t);
 		CHECK_EQ(m.id, 99);
 	}
-	/* ACCEPT and REJECT carry no address; CONNECT's may be as long as the field */
+	/* REJECT carries no address; the others one per rail, each up to the field */
 	good_msg(&m, PROTO_MSG_CONNECT);
-	m.addr_len = FAB_ADDR_MAX;
+	m.nrails = PROTO_MAX_RAILS;
+	for (int r = 0; r < PROTO_MAX_RAILS; r++)
+		m.alen[r] = FAB_ADDR_MAX;
 	proto_msg_seal(&m);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	return 0;
@@ -269,11 +274,11 @@ static int test_msg_bad(void)
 	char why[256];
 
 	good_msg(&m, PROTO_MSG_CONNECT);
-	static const size_t lens[] = { 0, 1, 127, 129, 256 };
+	static const size_t lens[] = { 0, 1, 127, 751, 753, 1024 };
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		why[0] = '\0';
 		CHECK_EQ(proto_msg_check(&m, lens[i], why, sizeof(why)), -1);
-		CHECK_STR_CONTAINS(why, "expected 128");
+		CHECK_STR_CONTAINS(why, "expected 752");
 	}
 
 	static const uint8_t bad_types[] = { 0, 4, 0x80, 0xff };
@@ -286,21 +291,31 @@ static int test_msg_bad(void)
 	}
 
 	good_msg(&m, PROTO_MSG_CONNECT);
-	m.addr_len = 0;
+	m.alen[1] = 0;
 	proto_msg_seal(&m);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "address length 0");
+	CHECK_STR_CONTAINS(why, "address length 0 of rail 1");
 
 	good_msg(&m, PROTO_MSG_ACCEPT);
-	m.addr_len = FAB_ADDR_MAX + 1;
+	m.alen[0] = FAB_ADDR_MAX + 1;
 	proto_msg_seal(&m);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 	CHECK_STR_CONTAINS(why, "address length 89");
 
+	static const uint8_t bad_rails[] = { 0, PROTO_MAX_RAILS + 1, 0xff };
+	for (size_t i = 0; i < sizeof(bad_rails); i++) {
+		good_msg(&m, PROTO_MSG_CONNECT);
+		m.nrails = bad_rails[i];
+		proto_msg_seal(&m);
+		CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
+		CHECK_STR_CONTAINS(why, "rails out of range");
+	}
+
+	/* a rail beyond nrails may hold anything: it is not used */
 	good_msg(&m, PROTO_MSG_CONNECT);
-	m.addr_len = 0xffff;
+	m.alen[5] = 0xff;
 	proto_msg_seal(&m);
-	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
+	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.version = PROTO_VERSION + 1;
@@ -367,9 +382,47 @@ static int test_reject_text(void)
 	return 0;
 }
 
+/* Striping: both sides derive chunk boundaries from the posted size. */
+static int test_chunks(void)
+{
+	static const size_t posted[] = { 262144, 262145, 1048576, 4194303, 65536, 4096 };
+	for (size_t p = 0; p < sizeof(posted) / sizeof(posted[0]); p++) {
+		for (int k = 2; k <= 8; k++) {
+			size_t c = proto_chunk_size(posted[p], k);
+			CHECK_EQ(c % PROTO_CHUNK_ALIGN, 0);
+			CHECK(c * (size_t)k >= posted[p]);
+			/* the chunks tile the posted buffer exactly, in order */
+			size_t sum = 0, off, len;
+			for (int j = 0; j < k; j++) {
+				proto_chunk(posted[p], c, j, &off, &len);
+				CHECK_EQ(off, sum < posted[p] ? sum : off);
+				CHECK(len <= c);
+				sum += len;
+			}
+			CHECK_EQ(sum, posted[p]);
+			/* any smaller message: each chunk fits its posted chunk */
+			size_t totals[] = { 0, 1, posted[p] / 3, posted[p] - 1, posted[p] };
+			for (size_t t = 0; t < 5; t++) {
+				size_t got = 0;
+				for (int j = 0; j < k; j++) {
+					size_t poff, plen;
+					proto_chunk(totals[t], c, j, &off, &len);
+					proto_chunk(posted[p], c, j, &poff, &plen);
+					CHECK(len <= plen);
+					CHECK_EQ(off, poff);
+					got += len;
+				}
+				CHECK_EQ(got, totals[t]);
+			}
+		}
+	}
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_chunks, "striping: chunks tile the posted buffer; any message fits chunk by chunk"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
-	TEST_ENTRY(test_layout, "handle and message are 128 bytes with the checksum last"),
+	TEST_ENTRY(test_layout, "handle is 128 bytes, message 752, checksum last"),
 	TEST_ENTRY(test_handle_roundtrip, "encode/check round trip, longest address, unaligned buffer"),
 	TEST_ENTRY(test_handle_every_byte, "every single-byte corruption of a handle is rejected"),
 	TEST_ENTRY(test_handle_fields, "resealed bad version/addr_len/listen id/provider rejected with reason"),
