@@ -12,6 +12,8 @@
 #                       one process per GPU; checks data and NCCL's log
 #   torch               torch_check.py (PyTorch NCCL backend) through the plugin
 #   bench-fabric-tcp    full sweep to 1 GiB: plugin over tcp;ofi_rxm
+#   bench-fabric-tcp-rails  same with NCCL_FABRIC_RAILS=4 (FABRIC_RAILS) and
+#                       NCCL_FABRIC_PROGRESS_THREADS=1: four streams, four threads
 #   bench-fabric-shm    full sweep to 1 GiB: plugin over shm
 #   bench-socket        full sweep to 1 GiB: NCCL's internal Socket transport
 #   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
@@ -72,7 +74,7 @@ ENVFILE=$WORK/env.sh
 RESULTS=$WORK/results # CSVs kept across device calls while the machine stays
 SUMMARY=$OUTDIR/summary.txt
 
-ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-shm bench-socket
+ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-shm bench-socket
 	bench-socket-tuned gpu-buffers plot)
 
 # ------------------------------------------------------------------ helpers
@@ -141,10 +143,15 @@ path_env() {
 		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
 		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
 	case $path in
-	fabric-tcp | fabric-shm | fabric-gpu)
+	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu)
 		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
 		case $path in
 		fabric-tcp) [[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER") ;;
+		fabric-tcp-rails)
+			# four tcp streams per connection, each read by its own thread
+			[[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER")
+			ENV_RUN+=(NCCL_FABRIC_RAILS=${FABRIC_RAILS:-4} NCCL_FABRIC_PROGRESS_THREADS=1)
+			;;
 		fabric-shm) ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm) ;;
 		fabric-gpu)
 			ENV_RUN+=(NCCL_FABRIC_HMEM=force NCCL_FABRIC_PROVIDER=testhmem "TESTHMEM_BASE=tcp;ofi_rxm"
@@ -718,6 +725,7 @@ run_stage() {
 	correctness) stage_correctness || rc=$? ;;
 	torch) stage_torch || rc=$? ;;
 	bench-fabric-tcp) stage_sweep fabric-tcp || rc=$? ;;
+	bench-fabric-tcp-rails) stage_sweep fabric-tcp-rails || rc=$? ;;
 	bench-fabric-shm) stage_sweep fabric-shm || rc=$? ;;
 	bench-socket) stage_sweep nccl-socket || rc=$? ;;
 	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;

@@ -28,6 +28,8 @@ struct fab_rx_pool {
 	atomic_int retry;       /* how many */
 };
 
+static void threads_forget(struct fab_ep *ep);
+
 int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 {
 	struct fab_ep *ep = calloc(1, sizeof(*ep));
@@ -124,6 +126,7 @@ void fab_ep_close(struct fab_ep *ep)
 	if (!ep)
 		return;
 	if (ep->has_thread) {
+		threads_forget(ep);
 		atomic_store(&ep->thread_run, false);
 		pthread_join(ep->thread, NULL);
 		ep->has_thread = false;
@@ -423,6 +426,39 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
 
 /* ---------------- progress thread ---------------- */
 
+/* Every endpoint with a running thread, so that exit() stops them before
+ * libfabric's destructors close the providers under them (NCCL before 2.28
+ * never finalizes). atexit from a shared object also runs at its dlclose. */
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fab_ep *threads_eps[64];
+static int threads_n;
+static bool threads_atexit;
+
+static void threads_forget(struct fab_ep *ep)
+{
+	pthread_mutex_lock(&threads_lock);
+	for (int i = 0; i < threads_n; i++) {
+		if (threads_eps[i] == ep) {
+			threads_eps[i] = threads_eps[--threads_n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&threads_lock);
+}
+
+static void threads_stop_all(void)
+{
+	pthread_mutex_lock(&threads_lock);
+	for (int i = 0; i < threads_n; i++) {
+		struct fab_ep *ep = threads_eps[i];
+		atomic_store(&ep->thread_run, false);
+		pthread_join(ep->thread, NULL);
+		ep->has_thread = false;
+	}
+	threads_n = 0;
+	pthread_mutex_unlock(&threads_lock);
+}
+
 static void *progress_main(void *arg)
 {
 	struct fab_ep *ep = arg;
@@ -447,9 +483,21 @@ static void *progress_main(void *arg)
 
 int fab_ep_start_progress_thread(struct fab_ep *ep)
 {
+	pthread_mutex_lock(&threads_lock);
+	if (threads_n == (int)FAB_ARRAY_SIZE(threads_eps)) {
+		pthread_mutex_unlock(&threads_lock);
+		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: more than %d progress threads; rail %d "
+			 "progresses only when NCCL tests", ep->dom->name, threads_n, ep->index);
+		return 0;
+	}
+	if (!threads_atexit)
+		threads_atexit = atexit(threads_stop_all) == 0;
+	threads_eps[threads_n++] = ep;
+	pthread_mutex_unlock(&threads_lock);
 	atomic_store(&ep->thread_run, true);
 	int rc = pthread_create(&ep->thread, NULL, progress_main, ep);
 	if (rc) {
+		threads_forget(ep);
 		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: cannot start a progress thread: %s",
 			 ep->dom->name, strerror(rc));
 		return -FI_ENOMEM;
