@@ -8,6 +8,7 @@
  */
 #include "core/plugin.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,8 +155,75 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 
 /* ---------------- init / finalize ---------------- */
 
+void fab_plugin_comm_opened(void)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	if (!p)
+		return;
+	int live = atomic_fetch_add(&p->comms_live, 1) + 1;
+	int peak = atomic_load(&p->comms_peak);
+	while (live > peak && !atomic_compare_exchange_weak(&p->comms_peak, &peak, live))
+		;
+	atomic_fetch_add(&p->comms_total, 1);
+}
+
+void fab_plugin_comm_closed(void)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	if (p)
+		atomic_fetch_sub(&p->comms_live, 1);
+}
+
+/* Resident memory (MB) and open descriptors of the process, from /proc. */
+static void process_usage(long *rss_mb, int *fds)
+{
+	*rss_mb = -1;
+	*fds = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (f) {
+		char line[256];
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "VmRSS:", 6))
+				*rss_mb = strtol(line + 6, NULL, 10) / 1024;
+		fclose(f);
+	}
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		int n = 0;
+		while (readdir(d))
+			n++;
+		closedir(d);
+		*fds = n - 3; /* ".", ".." and the directory's own descriptor */
+	}
+}
+
+/* One line with what the plugin holds: endpoints, connections, registrations
+ * and the process's memory and descriptors. */
+static void log_resources(struct fab_plugin *p, const char *when)
+{
+	int eps = 0, regs = 0, threads = 0;
+	for (int d = 0; d < p->ndevs; d++) {
+		struct fab_domain *dom = p->devs[d].dom;
+		if (!dom)
+			continue;
+		eps += dom->nep;
+		regs += fab_mr_count(dom);
+		for (int i = 0; i < dom->nep; i++)
+			threads += dom->eps[i]->has_thread;
+	}
+	long rss;
+	int fds;
+	process_usage(&rss, &fds);
+	FAB_INFO(NCCL_INIT | NCCL_NET,
+		 "resources %s: %d endpoint(s), %d progress thread(s), connections %d open / %d peak / "
+		 "%ld made, %d registration(s); process RSS %ld MB, %d open fds",
+		 when, eps, threads, atomic_load(&p->comms_live), atomic_load(&p->comms_peak),
+		 atomic_load(&p->comms_total), regs, rss, fds);
+}
+
 static void plugin_free(struct fab_plugin *p)
 {
+	log_resources(p, "at finalize");
 	proto_pending_connects_close(p, -1);
 	for (int d = p->ndevs - 1; d >= 0; d--) {
 		fab_domain_close(p->devs[d].dom);

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "abi/nccl_net_abi.h"
@@ -77,7 +78,14 @@ struct fab_plugin {
 	pthread_mutex_t pending_lock;
 	struct dlist pending_connects; /* connects not yet answered (proto/) */
 	void *libfabric_pin;
+	/* resource accounting, reported at finalize and by the tools */
+	atomic_int comms_live, comms_peak;
+	atomic_long comms_total;
 };
+
+/* A connection (send or receive) was made / closed: accounting only. */
+void fab_plugin_comm_opened(void);
+void fab_plugin_comm_closed(void);
 
 /* The live plugin context, or NULL outside init..finalize. */
 struct fab_plugin *fab_plugin_get(void);

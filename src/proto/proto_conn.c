@@ -670,6 +670,7 @@ ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *
 		FAB_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
 			  dev->props.name, s->remote_id);
 		*send_comm = s;
+		fab_plugin_comm_opened();
 		return ncclSuccess;
 	}
 	pthread_mutex_lock(&p->pending_lock);
@@ -701,6 +702,7 @@ ncclResult_t fab_net_close_send(void *send_comm)
 		FAB_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
 		return ncclInvalidArgument;
 	}
+	fab_plugin_comm_closed();
 	proto_comm_retire(c);
 	return ncclSuccess;
 }
@@ -872,6 +874,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	l->wait_start_ns = 0;
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
+	fab_plugin_comm_opened();
 	return ncclSuccess;
 }
 
@@ -884,6 +887,7 @@ ncclResult_t fab_net_close_recv(void *recv_comm)
 		FAB_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
 		return ncclInvalidArgument;
 	}
+	fab_plugin_comm_closed();
 	proto_comm_retire(c);
 	return ncclSuccess;
 }
