@@ -48,6 +48,7 @@
 #   GPU_SWEEP_MAX        largest size of the gpu-buffers sweep (default 256M; 0: none)
 #   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm')
 #   RUN_TIMEOUT          seconds for one benchmark run (default 540)
+#   FABRIC_NGPUS         use only the first N GPUs (default: all visible)
 #   TIME_BUDGET          seconds for this whole invocation: runs that would not
 #                        fit are skipped, as failed (default 580 under $OUT,
 #                        else 0 = no limit)
@@ -64,6 +65,11 @@ FABRIC_DEBS=${FABRIC_DEBS:-$REPO/.debs}
 FABRIC_TCP_PROVIDER=${FABRIC_TCP_PROVIDER-tcp;ofi_rxm}
 PYTHON=${PYTHON:-python3}
 RUN_TIMEOUT=${RUN_TIMEOUT:-540}
+# FABRIC_NGPUS=N: the first N GPUs only (scale runs on 2, 4 or 8)
+if [[ -n ${FABRIC_NGPUS:-} && -z ${CUDA_VISIBLE_DEVICES:-} ]]; then
+	CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((FABRIC_NGPUS - 1)))
+	export CUDA_VISIBLE_DEVICES
+fi
 # The device tool stops a command after 600 s: under $OUT, keep 20 s in hand
 # for the summary and the logs. TIME_BUDGET=0: no limit.
 TIME_BUDGET=${TIME_BUDGET:-$([[ -n ${OUT:-} ]] && echo 580 || echo 0)}
@@ -358,6 +364,10 @@ run_bench() {
 	fi
 	say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "$label" $((SECONDS - t0)) \
 		"${result:-no result line}" "$CHECK_MSG" "${why:+ [$why]}")"
+	# what the plugin held at finalize, per process (NCCL 2.28 finalizes)
+	grep -h 'resources at finalize' "$base".nccl.*.log 2>/dev/null | grep -v ' 0 endpoint' |
+		sed 's/.*resources at finalize: /    resources: /' | sort | uniq -c |
+		sed 's/^ *\([0-9]*\) /    \1 x/' | tee -a "$SUMMARY"
 	if [[ $verdict != PASS ]]; then
 		show_failure "$base" "$( ((rc != 0)) && echo "$out")" | tee -a "$SUMMARY"
 		return 1
