@@ -162,7 +162,10 @@ path_env() {
 		fabric-gpu)
 			ENV_RUN+=(NCCL_FABRIC_HMEM=force NCCL_FABRIC_PROVIDER=testhmem "TESTHMEM_BASE=tcp;ofi_rxm"
 				TESTHMEM_MODE=cuda "FI_PROVIDER_PATH=$TESTPROV_DIR" NCCL_NET_GDR_LEVEL=SYS
-				NCCL_NET_FORCE_FLUSH=1 "TESTHMEM_LOG=$base.testhmem.log")
+				NCCL_NET_FORCE_FLUSH=1 "TESTHMEM_LOG=$base.testhmem.log"
+				# testhmem moves GPU memory by copies: an RDMA-read flush would
+				# make its base provider read device memory from the CPU
+				NCCL_FABRIC_FLUSH=cuda TESTHMEM_TRACE=${TESTHMEM_TRACE:-0})
 			;;
 		esac
 		if [[ -n ${FABRIC_EXTRA_ENV:-} ]]; then

@@ -46,6 +46,7 @@ enum {
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_UNKNOWN = 999,
 };
@@ -153,6 +154,9 @@ STUB_FUNCS(STUB_DECLARE)
 #undef STUB_DECLARE
 
 STUB_API int stubcuda_mark_device(void *p, size_t len);
+STUB_API int stubcuda_mark_device_on(void *p, size_t len, int device);
+STUB_API void stubcuda_fail_copies(unsigned dirs, unsigned skip, unsigned count, int result);
+STUB_API unsigned long stubcuda_cross_device_count(void);
 STUB_API int stubcuda_unmark(void *p);
 STUB_API unsigned long stubcuda_flush_count(void);
 STUB_API unsigned long stubcuda_call_count(const char *name);
@@ -328,6 +332,7 @@ struct stub_range {
 	enum stub_mem type;
 	int owned; /* allocated by cuMemAlloc/cuMemAllocHost: freed there */
 	unsigned long long id;
+	int device; /* device memory: its device; host memory: the allocating context's */
 };
 
 static pthread_mutex_t stub_range_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -335,7 +340,7 @@ static struct stub_range *stub_ranges;
 static size_t stub_nranges, stub_cap_ranges;
 static unsigned long long stub_next_id = 1;
 
-static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned)
+static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned, int device)
 {
 	uintptr_t s = (uintptr_t)p;
 	int ret = 0;
@@ -363,7 +368,8 @@ static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned)
 		stub_ranges = n;
 		stub_cap_ranges = cap;
 	}
-	stub_ranges[stub_nranges++] = (struct stub_range){ s, len, type, owned, stub_next_id++ };
+	stub_ranges[stub_nranges++] =
+		(struct stub_range){ s, len, type, owned, stub_next_id++, device };
 out:
 	pthread_mutex_unlock(&stub_range_lock);
 	return ret;
@@ -414,6 +420,16 @@ static int stub_is_device(uintptr_t p, size_t n)
 	struct stub_range r;
 
 	return !stub_range_find(p, n, &r) && r.type == STUB_MEM_DEVICE;
+}
+
+/* The device of the device memory holding [p, p+n), or -1. */
+static int stub_device_of(uintptr_t p, size_t n)
+{
+	struct stub_range r;
+
+	if (stub_range_find(p, n, &r) || r.type != STUB_MEM_DEVICE)
+		return -1;
+	return r.device;
 }
 
 /* ---- initialization and devices ---- */
@@ -576,10 +592,10 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr
 		*(unsigned int *)data = (unsigned int)r.type;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = 0;
+		*(int *)data = r.device;
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = &stub_primary[0];
+		*(CUcontext *)data = &stub_primary[r.device];
 		return CUDA_SUCCESS;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
 		*(CUdeviceptr *)data = ptr;
@@ -644,6 +660,8 @@ static const struct stub_err stub_errors[] = {
 	{ CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context" },
 	{ CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle" },
 	{ CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
+	{ CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+	  "an illegal memory access was encountered" },
 	{ CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
 	{ CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error" },
 };
@@ -813,16 +831,67 @@ CUresult cuStreamSynchronize(CUstream stream)
 	return stub_stream_ok(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-static CUresult stub_copy(void *dst, const void *src, size_t n, int dst_dev, int src_dev)
+/* Copies that a test asked to fail (stubcuda_fail_copies): direction mask, copies
+ * to let through first, copies to fail, and the error. */
+static pthread_mutex_t stub_fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned stub_fail_dirs, stub_fail_skip, stub_fail_count;
+static CUresult stub_fail_result;
+static atomic_ulong stub_cross_device; /* copies refused by the device rule */
+
+static CUresult stub_injected_failure(unsigned dir)
 {
+	CUresult r = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&stub_fail_lock);
+	if ((stub_fail_dirs & dir) && stub_fail_count) {
+		if (stub_fail_skip) {
+			stub_fail_skip--;
+		} else {
+			stub_fail_count--;
+			r = stub_fail_result;
+		}
+	}
+	pthread_mutex_unlock(&stub_fail_lock);
+	return r;
+}
+
+/* The device a copy on this stream runs on: the stream's context's, or for the
+ * NULL / legacy / per-thread stream the current context's. */
+static int stub_stream_device(CUstream s)
+{
+	CUcontext ctx = (!s || s == STUB_LEGACY_STREAM || s == STUB_PER_THREAD_STREAM)
+				? stub_current()
+				: s->ctx;
+
+	return ctx ? ctx->device : -1;
+}
+
+/* dir: STUBCUDA_COPY_HTOD or STUBCUDA_COPY_DTOH. exec_dev: the device whose stream
+ * runs the copy, or -1 for the synchronous copies (any device's memory: the real
+ * driver stages those through UVA; never failed on purpose either). */
+static CUresult stub_copy(void *dst, const void *src, size_t n, unsigned dir, int exec_dev)
+{
+	uintptr_t dev_ptr = (uintptr_t)(dir == STUBCUDA_COPY_HTOD ? dst : src);
+	int mem_dev;
+	CUresult r;
+
 	if (!n)
 		return CUDA_SUCCESS;
 	if (!dst || !src)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (dst_dev && !stub_is_device((uintptr_t)dst, n))
+	mem_dev = stub_device_of(dev_ptr, n);
+	if (mem_dev < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (src_dev && !stub_is_device((uintptr_t)src, n))
+	/* What the real driver answered on a 2-GPU H200 (no peer access enabled): an
+	 * async copy to or from device memory of device B on a stream of a context
+	 * of device A fails with CUDA_ERROR_INVALID_VALUE. */
+	if (exec_dev >= 0 && exec_dev != mem_dev) {
+		atomic_fetch_add(&stub_cross_device, 1);
 		return CUDA_ERROR_INVALID_VALUE;
+	}
+	r = exec_dev >= 0 ? stub_injected_failure(dir) : CUDA_SUCCESS;
+	if (r)
+		return r;
 	memmove(dst, src, n);
 	return CUDA_SUCCESS;
 }
@@ -833,7 +902,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream str
 	STUB_NEED_CTX();
 	if (!stub_stream_ok(stream))
 		return CUDA_ERROR_INVALID_HANDLE;
-	return stub_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
+	return stub_copy(dst, (const void *)(uintptr_t)src, n, STUBCUDA_COPY_DTOH,
+			 stub_stream_device(stream));
 }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
@@ -842,21 +912,22 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstre
 	STUB_NEED_CTX();
 	if (!stub_stream_ok(stream))
 		return CUDA_ERROR_INVALID_HANDLE;
-	return stub_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+	return stub_copy((void *)(uintptr_t)dst, src, n, STUBCUDA_COPY_HTOD,
+			 stub_stream_device(stream));
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
 	stub_note(FN_cuMemcpyDtoH_v2);
 	STUB_NEED_CTX();
-	return stub_copy(dst, (const void *)(uintptr_t)src, n, 0, 1);
+	return stub_copy(dst, (const void *)(uintptr_t)src, n, STUBCUDA_COPY_DTOH, -1);
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
 	stub_note(FN_cuMemcpyHtoD_v2);
 	STUB_NEED_CTX();
-	return stub_copy((void *)(uintptr_t)dst, src, n, 1, 0);
+	return stub_copy((void *)(uintptr_t)dst, src, n, STUBCUDA_COPY_HTOD, -1);
 }
 
 /* ---- allocations ---- */
@@ -882,7 +953,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 	p = stub_alloc(n);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (stub_range_add(p, n, STUB_MEM_DEVICE, 1)) {
+	if (stub_range_add(p, n, STUB_MEM_DEVICE, 1, stub_current()->device)) {
 		free(p);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -919,7 +990,7 @@ CUresult cuMemAllocHost_v2(void **pp, size_t n)
 	p = stub_alloc(n);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (stub_range_add(p, n, STUB_MEM_HOST, 1)) {
+	if (stub_range_add(p, n, STUB_MEM_HOST, 1, stub_current()->device)) {
 		free(p);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -1060,7 +1131,29 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
 
 int stubcuda_mark_device(void *p, size_t len)
 {
-	return stub_range_add(p, len, STUB_MEM_DEVICE, 0);
+	return stub_range_add(p, len, STUB_MEM_DEVICE, 0, 0);
+}
+
+int stubcuda_mark_device_on(void *p, size_t len, int device)
+{
+	if (device < 0 || device >= STUB_MAX_DEVICES)
+		return -1;
+	return stub_range_add(p, len, STUB_MEM_DEVICE, 0, device);
+}
+
+void stubcuda_fail_copies(unsigned dirs, unsigned skip, unsigned count, int result)
+{
+	pthread_mutex_lock(&stub_fail_lock);
+	stub_fail_dirs = dirs;
+	stub_fail_skip = skip;
+	stub_fail_count = count;
+	stub_fail_result = result ? result : CUDA_ERROR_UNKNOWN;
+	pthread_mutex_unlock(&stub_fail_lock);
+}
+
+unsigned long stubcuda_cross_device_count(void)
+{
+	return atomic_load(&stub_cross_device);
 }
 
 int stubcuda_unmark(void *p)

@@ -34,6 +34,20 @@
  * return CUDA_ERROR_INVALID_CONTEXT; every call but cuDriverGetVersion,
  * cuGetErrorString/Name and cuGetProcAddress* needs cuInit first.
  *
+ * Devices and contexts: each device has one primary context; a stream belongs to
+ * the context current when it was created. Device memory belongs to one device:
+ * cuMemAlloc_v2 gives memory of the current context's device, a test marks memory
+ * of device 0 (stubcuda_mark_device) or of any device (stubcuda_mark_device_on).
+ * CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL and _CONTEXT answer that device and its
+ * primary context. An asynchronous copy (cuMemcpyHtoDAsync_v2/DtoHAsync_v2) to or
+ * from device memory of device B on a stream of device A (for the NULL, legacy or
+ * per-thread stream: while a context of device A is current) fails with
+ * CUDA_ERROR_INVALID_VALUE, as the real driver answered on a 2-GPU H200 without
+ * peer access (counted: stubcuda_cross_device_count). Which context is current when
+ * the copy is issued does not matter (the real driver also runs a copy on a stream
+ * of another device than the current one). The synchronous cuMemcpyHtoD_v2/DtoH_v2
+ * reach any device's memory.
+ *
  * Test-only API, looked up with dlsym() on the dlopen("libcuda.so.1") handle.
  */
 #ifndef STUBCUDA_H
@@ -46,6 +60,19 @@
 typedef int (*stubcuda_mark_device_fn)(void *p, size_t len);
 /* Forgets the marked range that starts at p. Returns 0, or -1 if none starts there. */
 typedef int (*stubcuda_unmark_fn)(void *p);
+/* Marks [p, p+len) as device memory of device `device` (0..15; the device need
+ * not be reported by STUBCUDA_DEVICES). Returns 0, or -1 (overlap, bad device). */
+typedef int (*stubcuda_mark_device_on_fn)(void *p, size_t len, int device);
+/* Makes asynchronous copies fail: of the next copies in the directions `dirs`
+ * (STUBCUDA_COPY_HTOD | STUBCUDA_COPY_DTOH), `skip` succeed, then `count` fail with
+ * CUresult `result` (0: CUDA_ERROR_UNKNOWN) before copying anything. A copy the
+ * device rule refuses does not count. count 0 turns it off. */
+typedef void (*stubcuda_fail_copies_fn)(unsigned dirs, unsigned skip, unsigned count,
+					int result);
+#define STUBCUDA_COPY_HTOD 1u
+#define STUBCUDA_COPY_DTOH 2u
+/* Asynchronous copies refused because the stream's device was not the memory's. */
+typedef unsigned long (*stubcuda_cross_device_count_fn)(void);
 /* Number of successful cuFlushGPUDirectRDMAWrites calls. */
 typedef unsigned long (*stubcuda_flush_count_fn)(void);
 /* Calls of one driver function, by exported name ("cuMemcpyDtoHAsync_v2"); NULL: all
@@ -53,6 +80,9 @@ typedef unsigned long (*stubcuda_flush_count_fn)(void);
 typedef unsigned long (*stubcuda_call_count_fn)(const char *name);
 
 #define STUBCUDA_SYM_MARK_DEVICE "stubcuda_mark_device"
+#define STUBCUDA_SYM_MARK_DEVICE_ON "stubcuda_mark_device_on"
+#define STUBCUDA_SYM_FAIL_COPIES "stubcuda_fail_copies"
+#define STUBCUDA_SYM_CROSS_DEVICE_COUNT "stubcuda_cross_device_count"
 #define STUBCUDA_SYM_UNMARK "stubcuda_unmark"
 #define STUBCUDA_SYM_FLUSH_COUNT "stubcuda_flush_count"
 #define STUBCUDA_SYM_CALL_COUNT "stubcuda_call_count"

@@ -72,6 +72,7 @@ static CUresult (*p_cuGetErrorString)(CUresult, const char **);
 static CUresult (*p_cuGetErrorName)(CUresult, const char **);
 static CUresult (*p_cuCtxGetCurrent)(CUcontext *);
 static CUresult (*p_cuCtxSetCurrent)(CUcontext);
+static CUresult (*p_cuCtxGetDevice)(CUdevice *);
 static CUresult (*p_cuCtxPushCurrent)(CUcontext);
 static CUresult (*p_cuCtxPopCurrent)(CUcontext *);
 static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
@@ -94,6 +95,9 @@ static stubcuda_mark_device_fn p_mark;
 static stubcuda_unmark_fn p_unmark;
 static stubcuda_flush_count_fn p_flush_count;
 static stubcuda_call_count_fn p_calls;
+static stubcuda_mark_device_on_fn p_mark_on;
+static stubcuda_fail_copies_fn p_fail_copies;
+static stubcuda_cross_device_count_fn p_cross;
 
 #define LOAD(var, name) (*(void **)&(var) = sym(name))
 
@@ -112,6 +116,7 @@ static void load_all(void)
 	LOAD(p_cuGetErrorName, "cuGetErrorName");
 	LOAD(p_cuCtxGetCurrent, "cuCtxGetCurrent");
 	LOAD(p_cuCtxSetCurrent, "cuCtxSetCurrent");
+	LOAD(p_cuCtxGetDevice, "cuCtxGetDevice");
 	LOAD(p_cuCtxPushCurrent, "cuCtxPushCurrent_v2");
 	LOAD(p_cuCtxPopCurrent, "cuCtxPopCurrent_v2");
 	LOAD(p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
@@ -133,6 +138,9 @@ static void load_all(void)
 	LOAD(p_unmark, STUBCUDA_SYM_UNMARK);
 	LOAD(p_flush_count, STUBCUDA_SYM_FLUSH_COUNT);
 	LOAD(p_calls, STUBCUDA_SYM_CALL_COUNT);
+	LOAD(p_mark_on, STUBCUDA_SYM_MARK_DEVICE_ON);
+	LOAD(p_fail_copies, STUBCUDA_SYM_FAIL_COPIES);
+	LOAD(p_cross, STUBCUDA_SYM_CROSS_DEVICE_COUNT);
 }
 
 static int attr(int a)
@@ -248,6 +256,119 @@ static void test_pointers_and_copies(void)
 	free(fake);
 }
 
+/* Injected copy failures (single device). */
+static void test_fail_copies(void)
+{
+	enum { N = 4096 };
+	unsigned char *host = calloc(1, N), *fake = calloc(1, N);
+	CUcontext ctx = NULL, popped = NULL;
+	CUstream stream = NULL;
+	int i;
+
+	CHECK(host && fake);
+	CHECK(p_mark(fake, N) == 0);
+	CHECK_RC(p_cuDevicePrimaryCtxRetain(&ctx, 0), 0);
+	CHECK_RC(p_cuCtxPushCurrent(ctx), 0);
+	CHECK_RC(p_cuStreamCreate(&stream, 1), 0);
+	/* HtoD only: skip one, fail two */
+	p_fail_copies(STUBCUDA_COPY_HTOD, 1, 2, 700);
+	CHECK_RC(p_cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)fake, N, stream), 0);
+	CHECK_RC(p_cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)fake, host, N, stream), 0);
+	host[0] = 0x77;
+	CHECK_RC(p_cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)fake, host, N, stream), 700);
+	CHECK(fake[0] == 0); /* nothing copied */
+	CHECK_RC(p_cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)fake, host, N, stream), 700);
+	CHECK_RC(p_cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)fake, host, N, stream), 0);
+	CHECK(fake[0] == 0x77);
+	/* result 0 means CUDA_ERROR_UNKNOWN; both directions */
+	p_fail_copies(STUBCUDA_COPY_HTOD | STUBCUDA_COPY_DTOH, 0, 1, 0);
+	CHECK_RC(p_cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)fake, N, stream), 999);
+	CHECK_RC(p_cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)fake, N, stream), 0);
+	p_fail_copies(STUBCUDA_COPY_DTOH, 0, 5, 1);
+	p_fail_copies(0, 0, 0, 0); /* off */
+	for (i = 0; i < 3; i++)
+		CHECK_RC(p_cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)fake, N, stream), 0);
+	CHECK_RC(p_cuStreamDestroy(stream), 0);
+	CHECK_RC(p_cuCtxPopCurrent(&popped), 0);
+	CHECK_RC(p_cuDevicePrimaryCtxRelease(0), 0);
+	CHECK(p_unmark(fake) == 0);
+	free(host);
+	free(fake);
+}
+
+/* Two devices (STUBCUDA_DEVICES=2): memory belongs to a device, and an async copy
+ * must run on a stream of that device. */
+static void test_two_devices(void)
+{
+	enum { N = 8192 };
+	unsigned char *host = malloc(N), *fake1 = calloc(1, N);
+	CUcontext c0 = NULL, c1 = NULL, cur = NULL, popped = NULL;
+	CUstream s0 = NULL, s1 = NULL;
+	CUdeviceptr d0 = 0, d1 = 0;
+	unsigned long cross0 = p_cross();
+	int ord = -1;
+	CUdevice dev = -1;
+
+	CHECK(host && fake1);
+	memset(host, 0x42, N);
+	CHECK_RC(p_cuDevicePrimaryCtxRetain(&c0, 0), 0);
+	CHECK_RC(p_cuDevicePrimaryCtxRetain(&c1, 1), 0);
+	CHECK(c0 && c1 && c0 != c1);
+
+	/* allocations belong to the current context's device */
+	CHECK_RC(p_cuCtxPushCurrent(c0), 0);
+	CHECK_RC(p_cuMemAlloc(&d0, N), 0);
+	CHECK_RC(p_cuStreamCreate(&s0, 1), 0);
+	CHECK_RC(p_cuCtxPopCurrent(&popped), 0);
+	CHECK_RC(p_cuCtxPushCurrent(c1), 0);
+	CHECK_RC(p_cuCtxGetDevice(&dev), 0);
+	CHECK(dev == 1);
+	CHECK_RC(p_cuMemAlloc(&d1, N), 0);
+	CHECK_RC(p_cuStreamCreate(&s1, 1), 0);
+	CHECK_RC(p_cuPointerGetAttribute(&ord, 9, d1 + 100), 0);
+	CHECK(ord == 1);
+	CHECK_RC(p_cuPointerGetAttribute(&cur, 1, d1), 0);
+	CHECK(cur == c1);
+	CHECK_RC(p_cuPointerGetAttribute(&ord, 9, d0), 0);
+	CHECK(ord == 0);
+
+	/* c1 is current: a copy into device 0 memory on device 0's stream works, on
+	 * device 1's stream it does not (either direction) */
+	CHECK_RC(p_cuMemcpyHtoDAsync(d0, host, N, s0), 0);
+	CHECK_RC(p_cuMemcpyHtoDAsync(d0, host, N, s1), 1);
+	CHECK_RC(p_cuMemcpyDtoHAsync(host, d0, N, s1), 1);
+	CHECK_RC(p_cuMemcpyHtoDAsync(d1, host, N, s1), 0);
+	CHECK_RC(p_cuMemcpyHtoDAsync(d1, host, N, s0), 1);
+	/* the NULL stream is the current context's: device 1 */
+	CHECK_RC(p_cuMemcpyHtoDAsync(d1, host, N, NULL), 0);
+	CHECK_RC(p_cuMemcpyHtoDAsync(d0, host, N, NULL), 1);
+	/* synchronous copies reach either device */
+	CHECK_RC(p_cuMemcpyHtoD(d0, host, N), 0);
+	CHECK(p_cross() - cross0 == 4);
+
+	/* marked memory of device 1 */
+	CHECK(p_mark_on(fake1, N, 1) == 0);
+	CHECK(p_mark_on(fake1, N, 1) == -1);
+	CHECK(p_mark_on(host, N, 16) == -1);
+	CHECK_RC(p_cuPointerGetAttribute(&ord, 9, (CUdeviceptr)(uintptr_t)(fake1 + 5)), 0);
+	CHECK(ord == 1);
+	CHECK_RC(p_cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)fake1, host, N, s1), 0);
+	CHECK(fake1[N - 1] == 0x42);
+	CHECK_RC(p_cuMemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)fake1, N, s0), 1);
+	CHECK(p_unmark(fake1) == 0);
+
+	CHECK_RC(p_cuMemFree(d1), 0);
+	CHECK_RC(p_cuStreamDestroy(s1), 0);
+	CHECK_RC(p_cuStreamDestroy(s0), 0);
+	CHECK_RC(p_cuMemFree(d0), 0);
+	CHECK_RC(p_cuCtxPopCurrent(&popped), 0);
+	CHECK(popped == c1);
+	CHECK_RC(p_cuDevicePrimaryCtxRelease(1), 0);
+	CHECK_RC(p_cuDevicePrimaryCtxRelease(0), 0);
+	free(host);
+	free(fake1);
+}
+
 static void test_proc_address(void)
 {
 	void *fn = NULL;
@@ -342,11 +463,12 @@ static void test_default(void)
 
 	test_pointers_and_copies();
 	test_proc_address();
+	test_fail_copies();
 
 	before = p_calls(NULL);
 	CHECK(before > 0);
 	CHECK(p_calls("cuInit") == 2);
-	CHECK(p_calls("cuMemcpyDtoHAsync_v2") == 1);
+	CHECK(p_calls("cuMemcpyDtoHAsync_v2") == 7);
 	CHECK(p_calls("cuFlushGPUDirectRDMAWrites") == 4);
 	CHECK(p_calls("nonsense") == 0);
 	CHECK(p_calls(NULL) == before); /* the test API itself is not counted */
@@ -393,6 +515,7 @@ static void test_env(void)
 	CHECK(v == 1);
 	CHECK_RC(p_cuDeviceGetPCIBusId(buf, 5, 0), 0); /* truncated, NUL-terminated */
 	CHECK(!strcmp(buf, "0000"));
+	test_two_devices();
 }
 
 int main(int argc, char **argv)

@@ -11,9 +11,12 @@
  *   host  CUDA-registered buffers are host memory: registered underneath as
  *         FI_HMEM_SYSTEM; no CUDA call is ever made.
  *   cuda  CUDA-registered buffers are device memory: moved through host bounce
- *         buffers with the provider's own CUDA copies (private non-blocking stream);
- *         receives are copied to the device when their completion is read from the
- *         testhmem CQ.
+ *         buffers with the provider's own CUDA copies, each made on a private
+ *         non-blocking stream of the primary context of the buffer's device (one
+ *         per device, so one domain serves several GPUs); receives are copied to
+ *         the device when their completion is read from the testhmem CQ. A copy
+ *         that fails turns the operation's completion into an error completion
+ *         (FI_EIO, prov_errno = the CUresult).
  */
 #ifndef TESTHMEM_H
 #define TESTHMEM_H
@@ -61,6 +64,15 @@ void th_base_name(char *buf, size_t len);
 enum th_mode th_mode_from_env(void);
 /* Appends one line to TESTHMEM_LOG (no-op when unset); one write() per line. */
 void th_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* TESTHMEM_TRACE (read at fi_domain): 0 off, 1 a line per data operation, copy and
+ * completion, 2 also a line before each CUDA call that may block, and -FI_EAGAIN
+ * posts. */
+int th_trace_level(void);
+#define TH_TRACE(dom, level, ...)                                                  \
+	do {                                                                       \
+		if ((dom)->trace >= (level))                                       \
+			th_log(__VA_ARGS__);                                       \
+	} while (0)
 const char *th_iface_name(enum fi_hmem_iface iface);
 
 struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name);
@@ -118,6 +130,8 @@ struct th_domain {
 	atomic_ulong bad_desc;	   /* desc not ours, or buffer outside its MR */
 	atomic_ulong nodesc_cuda;  /* data op on a CUDA MR's memory without its desc */
 	atomic_ulong copy_errors;  /* CUDA copies that failed (cuda mode) */
+	atomic_ulong device_mismatch; /* attr->device.cuda was not the buffer's device */
+	int trace;		   /* TESTHMEM_TRACE */
 	pthread_mutex_t lock;	   /* cuda_mrs */
 	struct th_mr *cuda_mrs;	   /* live CUDA-iface MRs, for address lookups */
 	struct th_cuda_dom *cuda;  /* cuda mode only */
@@ -131,7 +145,8 @@ struct th_mr {
 	struct fid_mr *base;
 	struct th_domain *domain;
 	enum fi_hmem_iface iface;
-	int device;
+	int device;   /* attr->device.cuda */
+	int cuda_dev; /* cuda mode: the buffer's device (its copies run there) */
 	uint64_t access;
 	size_t iov_count;
 	struct iovec iov[TH_IOV_MAX];
@@ -153,6 +168,15 @@ struct th_cntr {
 	atomic_int ref;
 };
 
+#define TH_ERR_TEXT 192
+
+/* An error completion the provider made itself (a failed CUDA copy). */
+struct th_cq_err {
+	struct th_cq_err *next;
+	struct fi_cq_err_entry e;
+	char text[TH_ERR_TEXT];
+};
+
 struct th_cq {
 	struct fid_cq cq_fid;
 	struct fid_cq *base;
@@ -160,7 +184,15 @@ struct th_cq {
 	atomic_int ref;
 	enum fi_cq_format format; /* the caller's */
 	int translate;		  /* cuda mode: base CQ is TAGGED, entries rewritten */
+	pthread_mutex_t err_lock; /* errs, err_text */
+	struct th_cq_err *errs, *errs_tail;
+	atomic_int nerrs;
+	char err_text[TH_ERR_TEXT]; /* err_data of the last error entry we wrote */
+	const void *err_data_ours;  /* where that err_data went (strerror knows it) */
 };
+
+/* Queues an error completion; fi_cq_read answers -FI_EAVAIL until it is read. */
+int th_cq_push_err(struct th_cq *cq, const struct fi_cq_err_entry *e, const char *text);
 
 struct th_ep {
 	struct fid_ep ep_fid;
@@ -203,6 +235,8 @@ enum th_op_kind { TH_OP_SEND, TH_OP_RECV, TH_OP_READ, TH_OP_WRITE };
 struct th_bounce {
 	void *buf;
 	size_t cap;
+	int pinned; /* cuMemAllocHost (freed with dev's context), else posix_memalign */
+	int dev;
 	struct fid_mr *mr; /* base registration when the base needs FI_MR_LOCAL */
 	void *desc;
 	int cls;
@@ -218,26 +252,49 @@ struct th_op {
 	int in_use;
 	int want_comp;
 	void *user_ctx;
+	const char *name; /* the caller's call ("trecv"), for the log */
+	uint64_t tag;	  /* as posted (a receive completes with the sender's) */
+	int dev;	  /* first CUDA device among the buffers */
 	struct th_bounce *bounce;
 	size_t len; /* bytes the bounce carries */
 	size_t iov_count;
 	struct iovec iov[TH_IOV_MAX]; /* caller's buffers */
-	int iov_cuda[TH_IOV_MAX];
+	int iov_dev[TH_IOV_MAX];      /* device of each, -1: host memory */
 	struct th_op *next_free;
+};
+
+/* Why a copy failed: the CUresult and a sentence for fi_cq_strerror. */
+struct th_copy_err {
+	int result;
+	char text[TH_ERR_TEXT];
 };
 
 int th_cuda_domain_init(struct th_domain *dom);
 void th_cuda_domain_fini(struct th_domain *dom);
-int th_cuda_is_device(struct th_domain *dom, const void *p);
+/* Registration of [p, p+len) pieces as CUDA memory: all device memory of one
+ * device (found with cuPointerGetAttribute), whose context and stream it sets up.
+ * attr_dev: attr->device.cuda. Returns 0 and the device, or -FI_EINVAL (logged). */
+int th_cuda_reg_device(struct th_domain *dom, const struct iovec *iov, size_t count,
+		       int attr_dev, int *dev);
+const char *th_cuda_bounce_mode(const struct th_domain *dom);
+int th_cuda_ndev(const struct th_domain *dom);
+unsigned long th_cuda_ops_in_use(struct th_domain *dom);
 struct th_op *th_op_get(struct th_domain *dom);
 void th_op_put(struct th_domain *dom, struct th_op *op);
 struct th_op *th_op_from_ctx(struct th_domain *dom, void *ctx);
 struct th_op *th_op_find_user(struct th_domain *dom, void *user_ctx);
-struct th_bounce *th_bounce_get(struct th_domain *dom, size_t len);
+/* dev: the device the bounce serves (pinned bounces are allocated in its context) */
+struct th_bounce *th_bounce_get(struct th_domain *dom, size_t len, int dev);
 void th_bounce_put(struct th_domain *dom, struct th_bounce *b);
-int th_cuda_d2h(struct th_domain *dom, void *dst, const void *src, size_t n);
-int th_cuda_h2d(struct th_domain *dom, void *dst, const void *src, size_t n);
-/* Finishes a completed op: copies received data to the caller's buffers. */
-void th_op_complete(struct th_domain *dom, struct th_op *op, size_t len, int ok);
+/* One copy between host memory and device memory of device dev, on that device's
+ * stream with its primary context pushed. op/tag only name it in the log. Returns
+ * 0, or -FI_EIO with *err filled (logged, counted in copy_errors). */
+int th_cuda_copy(struct th_domain *dom, int dev, void *dst, const void *src, size_t n,
+		 int to_dev, const char *op, uint64_t tag, struct th_copy_err *err);
+/* Finishes a completed op: when `copy`, moves the len received bytes from the
+ * bounce to the caller's buffers; then frees the bounce and the op. Returns 0, or
+ * -FI_EIO with *err filled when a copy failed (the op is freed all the same). */
+int th_op_finish(struct th_domain *dom, struct th_op *op, size_t len, int copy,
+		 struct th_copy_err *err);
 
 #endif /* TESTHMEM_H */

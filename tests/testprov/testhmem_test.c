@@ -17,6 +17,7 @@
  */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +365,8 @@ struct comp {
 	uint64_t tag;
 	uint64_t data;
 	int err;
+	int prov_errno;
+	char text[160]; /* fi_cq_strerror of an error completion */
 };
 
 #define MAX_PENDING 64
@@ -377,6 +380,7 @@ static struct fid_fabric *fabric;
 static struct fi_info *info;
 static struct side A, B;
 static struct pending pend_a, pend_b;
+static int expect_errors; /* copyerr: error completions are the point */
 
 static void open_side(struct side *s, enum fi_cq_format format)
 {
@@ -429,11 +433,16 @@ static void poll_cq(struct side *s, struct pending *p)
 	if (n == -FI_EAVAIL) {
 		memset(&err, 0, sizeof(err));
 		if (fi_cq_readerr(s->cq, &err, 0) == 1 && p->n < MAX_PENDING) {
-			if (err.err != FI_ECANCELED)
+			const char *text =
+				fi_cq_strerror(s->cq, err.prov_errno, err.err_data, NULL, 0);
+			struct comp *c = &p->c[p->n++];
+
+			if (err.err != FI_ECANCELED && !expect_errors)
 				fprintf(stderr, "completion error: %s (ctx %p)\n",
 					fi_strerror(err.err), err.op_context);
-			p->c[p->n++] = (struct comp){ err.op_context, err.flags, err.len,
-						      err.tag, err.data, err.err };
+			*c = (struct comp){ err.op_context, err.flags, err.len, err.tag,
+					    err.data,	    err.err,   err.prov_errno, "" };
+			snprintf(c->text, sizeof(c->text), "%s", text ? text : "");
 		}
 		return;
 	}
@@ -444,10 +453,10 @@ static void poll_cq(struct side *s, struct pending *p)
 	for (i = 0; i < n && p->n < MAX_PENDING; i++) {
 		if (s->format == FI_CQ_FORMAT_TAGGED)
 			p->c[p->n++] = (struct comp){ t[i].op_context, t[i].flags, t[i].len,
-						      t[i].tag, t[i].data, 0 };
+						      t[i].tag, t[i].data, 0, 0, "" };
 		else
 			p->c[p->n++] = (struct comp){ d[i].op_context, d[i].flags, d[i].len, 0,
-						      d[i].data, 0 };
+						      d[i].data, 0, 0, "" };
 	}
 }
 
@@ -523,7 +532,10 @@ static CUresult (*cu_alloc)(unsigned long long *, size_t);
 static CUresult (*cu_free)(unsigned long long);
 static CUresult (*cu_htod)(unsigned long long, const void *, size_t);
 static CUresult (*cu_dtoh)(void *, unsigned long long, size_t);
+static CUresult (*cu_device_count)(int *);
 static stubcuda_call_count_fn stub_calls;
+static stubcuda_fail_copies_fn stub_fail_copies;
+static stubcuda_cross_device_count_fn stub_cross;
 
 static int cuda_load(void)
 {
@@ -538,9 +550,12 @@ static int cuda_load(void)
 	*(void **)&cu_free = dlsym(cuda_lib, "cuMemFree_v2");
 	*(void **)&cu_htod = dlsym(cuda_lib, "cuMemcpyHtoD_v2");
 	*(void **)&cu_dtoh = dlsym(cuda_lib, "cuMemcpyDtoH_v2");
+	*(void **)&cu_device_count = dlsym(cuda_lib, "cuDeviceGetCount");
 	*(void **)&stub_calls = dlsym(cuda_lib, STUBCUDA_SYM_CALL_COUNT);
+	*(void **)&stub_fail_copies = dlsym(cuda_lib, STUBCUDA_SYM_FAIL_COPIES);
+	*(void **)&stub_cross = dlsym(cuda_lib, STUBCUDA_SYM_CROSS_DEVICE_COUNT);
 	if (!cu_init || !cu_primary_retain || !cu_primary_release || !cu_ctx_set ||
-	    !cu_alloc || !cu_free || !cu_htod || !cu_dtoh)
+	    !cu_alloc || !cu_free || !cu_htod || !cu_dtoh || !cu_device_count)
 		return -1;
 	return 0;
 }
@@ -787,6 +802,8 @@ struct expect {
 	unsigned long d2h, h2d; /* copies the provider must make (cuda mode) */
 };
 
+static int reg_device; /* attr.device.cuda of the next CUDA registration */
+
 static struct fid_mr *reg(struct side *s, void *buf, size_t len, uint64_t access,
 			  enum fi_hmem_iface iface, uint64_t key)
 {
@@ -801,7 +818,7 @@ static struct fid_mr *reg(struct side *s, void *buf, size_t len, uint64_t access
 	attr.requested_key = key;
 	attr.iface = iface;
 	if (iface == FI_HMEM_CUDA)
-		attr.device.cuda = 0;
+		attr.device.cuda = reg_device;
 	MUST(fi_mr_regattr(s->domain, &attr, 0, &mr));
 	if (info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
 		MUST(fi_mr_bind(mr, &s->ep->fid, 0));
@@ -1160,6 +1177,588 @@ static int test_xfer(void)
 	return failures ? 1 : 0;
 }
 
+/* Sums a "key=N" field over the "check ..." lines (0 when absent). */
+static unsigned long log_check_field(const char *key)
+{
+	char *all = log_read(), *line, *save = NULL, pat[64];
+	unsigned long sum = 0, v;
+
+	snprintf(pat, sizeof(pat), " %s=", key);
+	for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char *f = strstr(line, pat);
+
+		if (strncmp(line, "check ", 6) || !f)
+			continue;
+		if (sscanf(f + strlen(pat), "%lu", &v) == 1)
+			sum += v;
+	}
+	free(all);
+	return sum;
+}
+
+/* Lines that start with prefix and contain every string of `also` (NULL-ended). */
+static int log_count_with(const char *prefix, const char *const *also)
+{
+	char *all = log_read(), *line, *save = NULL;
+	int n = 0;
+	size_t i;
+
+	for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		int ok = !strncmp(line, prefix, strlen(prefix));
+
+		for (i = 0; ok && also && also[i]; i++)
+			ok = strstr(line, also[i]) != NULL;
+		n += ok;
+	}
+	free(all);
+	return n;
+}
+
+/* ---- two GPUs behind one domain (NCCL's single-process mode) ----
+ *
+ * NCCL driving two GPUs from one process opens the plugin's one domain and one
+ * endpoint per NIC once, and its two proxy threads (one per GPU, each with its own
+ * device's context current) post and reap operations on buffers of both GPUs
+ * through them. Each worker thread here holds one device's context, posts a receive
+ * into its device's memory and a send from it to the other worker, and reaps the
+ * shared CQ (in batches, under a lock, like the plugin): completions of the other
+ * device's receives are finished by a thread whose current context is not theirs.
+ * Needs two devices (STUBCUDA_DEVICES=2 with the stub). */
+
+#define MD_SIZES 6
+#define MD_ABORT_BIT (1ULL << 59) /* ignored by receives, as the plugin's abort bit */
+
+struct md_comp {
+	volatile int done;
+	int err;
+	uint64_t tag;
+	size_t len;
+};
+
+struct md_worker {
+	volatile int recv_posted[MD_SIZES];
+	int dev;
+	void *ctx;
+	char *sbuf, *rbuf;
+	void *sdesc, *rdesc;
+	struct md_comp send_c[MD_SIZES], recv_c[MD_SIZES];
+	int failures;
+};
+
+static pthread_mutex_t md_cq_lock = PTHREAD_MUTEX_INITIALIZER;
+/* shm of libfabric 1.17 loses messages or crashes (about 1 run in 100, also without
+ * testhmem) when threads post on one endpoint while another reads its CQ: over shm
+ * every libfabric call of the workers is serialised (the CUDA side, copies made by
+ * a thread whose current context is another device's, is unchanged) */
+static pthread_mutex_t md_api_lock = PTHREAD_MUTEX_INITIALIZER;
+static int md_serialize;
+
+static void md_api_enter(void)
+{
+	if (md_serialize)
+		pthread_mutex_lock(&md_api_lock);
+}
+
+static void md_api_leave(void)
+{
+	if (md_serialize)
+		pthread_mutex_unlock(&md_api_lock);
+}
+static struct md_worker md_w[2];
+static const size_t md_sizes[MD_SIZES] = { 1, 16, 16, 4096, 65536, 1u << 20 };
+
+/* Reaps the shared CQ (trylock: another thread reaping serves us too). */
+static void md_progress(void)
+{
+	struct fi_cq_tagged_entry e[32];
+	struct fi_cq_err_entry err;
+	ssize_t n, i;
+
+	if (pthread_mutex_trylock(&md_cq_lock))
+		return;
+	md_api_enter();
+	for (;;) {
+		n = fi_cq_read(A.cq, e, 32);
+		if (n > 0) {
+			for (i = 0; i < n; i++) {
+				struct md_comp *c = e[i].op_context;
+
+				c->tag = e[i].tag;
+				c->len = e[i].len;
+				c->done = 1;
+			}
+			continue;
+		}
+		if (n == -FI_EAVAIL) {
+			memset(&err, 0, sizeof(err));
+			if (fi_cq_readerr(A.cq, &err, 0) == 1) {
+				struct md_comp *c = err.op_context;
+
+				fprintf(stderr, "multidev: completion error %s\n",
+					fi_strerror(err.err));
+				c->err = err.err;
+				c->tag = err.tag;
+				c->done = 1;
+			}
+			continue;
+		}
+		break;
+	}
+	md_api_leave();
+	pthread_mutex_unlock(&md_cq_lock);
+}
+
+static int md_wait(struct md_comp *c)
+{
+	time_t start = time(NULL);
+
+	while (!c->done) {
+		md_progress();
+		if (time(NULL) - start > 30)
+			return -1;
+	}
+	return c->err ? -1 : 0;
+}
+
+static void *md_thread(void *arg)
+{
+	struct md_worker *w = arg;
+	int me = (int)(w - md_w), peer = 1 - me;
+	size_t i;
+
+	if (cuda_mode() && cu_ctx_set(w->ctx)) {
+		w->failures++;
+		return NULL;
+	}
+	for (i = 0; i < MD_SIZES; i++) {
+		size_t len = md_sizes[i];
+		uint64_t rtag = ((uint64_t)me << 8) | i, stag = ((uint64_t)peer << 8) | i;
+		ssize_t ret;
+		time_t t0;
+
+		if (i == 2)
+			stag |= MD_ABORT_BIT; /* the receive ignores it; the completion shows it */
+		zero(w->rbuf, len, 1);
+		fill(w->sbuf, len, (unsigned)(me * 16 + i), 1);
+		t0 = time(NULL);
+		for (;;) {
+			md_api_enter();
+			ret = fi_trecv(A.ep, w->rbuf, len, w->rdesc, FI_ADDR_UNSPEC, rtag,
+				       MD_ABORT_BIT, &w->recv_c[i]);
+			md_api_leave();
+			if (ret != -FI_EAGAIN || time(NULL) - t0 > 30)
+				break;
+			md_progress();
+		}
+		if (ret) {
+			fprintf(stderr, "multidev dev %d: fi_trecv: %s\n", w->dev,
+				fi_strerror((int)-ret));
+			w->failures++;
+			return NULL;
+		}
+		__atomic_store_n(&w->recv_posted[i], 1, __ATOMIC_RELEASE);
+		/* the tag with the ignored bit goes to a posted receive: shm of libfabric
+		 * 1.17 does not apply ignore bits to unexpected messages */
+		t0 = time(NULL);
+		while (i == 2 && !__atomic_load_n(&md_w[peer].recv_posted[i], __ATOMIC_ACQUIRE) &&
+		       time(NULL) - t0 < 30)
+			md_progress();
+		t0 = time(NULL);
+		for (;;) {
+			md_api_enter();
+			if (len == 16 && i == 1) /* inject: no desc, no completion */
+				ret = fi_tinject(A.ep, w->sbuf, len, A.peer, stag);
+			else
+				ret = fi_tsend(A.ep, w->sbuf, len, w->sdesc, A.peer, stag,
+					       &w->send_c[i]);
+			md_api_leave();
+			if (ret != -FI_EAGAIN || time(NULL) - t0 > 30)
+				break;
+			md_progress();
+		}
+		if (ret) {
+			fprintf(stderr, "multidev dev %d: send of %zu bytes: %s\n", w->dev, len,
+				fi_strerror((int)-ret));
+			w->failures++;
+			return NULL;
+		}
+		if (len == 16 && i == 1)
+			w->send_c[i].done = 1;
+		if (md_wait(&w->send_c[i]) || md_wait(&w->recv_c[i])) {
+			fprintf(stderr, "multidev dev %d: %zu bytes: %s\n", w->dev, len,
+				w->send_c[i].done && w->recv_c[i].done ? "failed" : "timeout");
+			w->failures++;
+			return NULL;
+		}
+		if (w->recv_c[i].len != len || w->recv_c[i].tag != rtag + (i == 2 ? MD_ABORT_BIT : 0)) {
+			fprintf(stderr, "multidev dev %d: completion len %zu tag 0x%llx\n", w->dev,
+				w->recv_c[i].len, (unsigned long long)w->recv_c[i].tag);
+			w->failures++;
+		}
+		if (verify(w->rbuf, len, (unsigned)(peer * 16 + i), 0, 1, "multidev"))
+			w->failures++;
+	}
+	return NULL;
+}
+
+static int test_multidev(void)
+{
+	static const char *const dev1_copy[] = { " dev=1 ", NULL };
+	struct fid_mr *mr[4];
+	char name[256];
+	size_t namelen = sizeof(name);
+	unsigned long cross0 = 0, streams0 = 0;
+	pthread_t th[2];
+	int ndev = 0, d;
+
+	/* host mode: the same traffic straight through the base (no copies) */
+	md_serialize = !strcmp(base_name(), "shm");
+	if (!base_available()) {
+		printf("SKIP: base provider \"%s\" offers nothing here\n", base_name());
+		return SKIP;
+	}
+	for (d = 0; d < 2; d++)
+		md_w[d].dev = d;
+	if (cuda_mode()) {
+		if (cuda_load() || cu_init(0) || cu_device_count(&ndev) || ndev < 2) {
+			printf("SKIP: multidev needs libcuda.so.1 with 2 devices "
+			       "(STUBCUDA_DEVICES=2)\n");
+			return SKIP;
+		}
+		for (d = 0; d < 2; d++) {
+			if (cu_primary_retain(&md_w[d].ctx, d)) {
+				printf("SKIP: no CUDA device %d\n", d);
+				return SKIP;
+			}
+		}
+		if (stub_calls) {
+			cross0 = stub_cross ? stub_cross() : 0;
+			streams0 = stub_calls("cuStreamCreate");
+		}
+	}
+	/* each device's buffers, allocated under its own context */
+	for (d = 1; d >= 0; d--) {
+		if (cuda_mode())
+			MUST(cu_ctx_set(md_w[d].ctx));
+		md_w[d].sbuf = dev_alloc(1u << 20);
+		md_w[d].rbuf = dev_alloc(1u << 20);
+	}
+	/* device 0 is current where the domain is opened and the MRs registered */
+	log_reset();
+	open_fabric(FI_TAGGED | FI_MSG | FI_HMEM);
+	open_side(&A, FI_CQ_FORMAT_TAGGED);
+	MUST(fi_enable(A.ep));
+	MUST(fi_getname(&A.ep->fid, name, &namelen));
+	CHECK_RET(fi_av_insert(A.av, name, 1, &A.peer, 0, NULL), 1); /* to itself */
+	for (d = 0; d < 2; d++) {
+		reg_device = d;
+		mr[2 * d] = reg(&A, md_w[d].sbuf, 1u << 20, FI_SEND | FI_RECV, FI_HMEM_CUDA,
+				10 + 2 * d);
+		mr[2 * d + 1] = reg(&A, md_w[d].rbuf, 1u << 20, FI_SEND | FI_RECV, FI_HMEM_CUDA,
+				    11 + 2 * d);
+		md_w[d].sdesc = fi_mr_desc(mr[2 * d]);
+		md_w[d].rdesc = fi_mr_desc(mr[2 * d + 1]);
+	}
+	reg_device = 0;
+
+	for (d = 0; d < 2; d++)
+		MUST(pthread_create(&th[d], NULL, md_thread, &md_w[d]));
+	for (d = 0; d < 2; d++) {
+		pthread_join(th[d], NULL);
+		failures += md_w[d].failures;
+	}
+
+	for (d = 0; d < 4; d++)
+		MUST(fi_close(&mr[d]->fid));
+	close_side(&A);
+	close_fabric();
+
+	CHECK(log_count("reg iface=cuda device=0 ") == 2);
+	CHECK(log_count("reg iface=cuda device=1 ") == 2);
+	CHECK(log_count("error ") == 0);
+	CHECK(log_check_field("copy_errors") == 0);
+	CHECK(log_check_field("ops_in_use") == 0);
+	if (cuda_mode() && getenv("TESTHMEM_TRACE") && atoi(getenv("TESTHMEM_TRACE")) > 0) {
+		CHECK(log_count_with("trace copy=h2d ", dev1_copy) >= MD_SIZES);
+		CHECK(log_count_with("trace copy=d2h ", dev1_copy) >= MD_SIZES);
+		CHECK(log_count("trace op=tinject ") == 2);
+	}
+	if (cuda_mode() && stub_calls) {
+		printf("stub: %lu cross-device copies, %lu streams created\n",
+		       (stub_cross ? stub_cross() : 0) - cross0,
+		       stub_calls("cuStreamCreate") - streams0);
+		CHECK(!stub_cross || stub_cross() == cross0);
+		CHECK(stub_calls("cuStreamCreate") - streams0 == 2); /* one per device */
+		CHECK(stub_calls("cuStreamDestroy_v2") == stub_calls("cuStreamCreate"));
+	}
+	for (d = 0; d < 2; d++) {
+		if (cuda_mode())
+			MUST(cu_ctx_set(md_w[d].ctx));
+		dev_free(md_w[d].sbuf);
+		dev_free(md_w[d].rbuf);
+	}
+	if (cuda_mode()) {
+		cu_ctx_set(NULL);
+		cu_primary_release(0);
+		cu_primary_release(1);
+	} else {
+		check_no_cuda_loaded();
+	}
+	return failures ? 1 : 0;
+}
+
+/* ---- CUDA copy failures become error completions ----
+ *
+ * With the stub, copies are made to fail (stubcuda_fail_copies). A receive whose
+ * copy to the device fails, a send whose copy from the device fails, an RMA read
+ * or write likewise: each must complete in error (FI_EIO, readable with
+ * fi_cq_readerr, with the caller's context, flags and tag), never succeed with
+ * stale data or vanish. An inject has no completion: it fails at once. */
+
+#define CU_ILLEGAL_ADDRESS 700
+
+static int test_copyerr(void)
+{
+	char *a_dev, *b_dev, *a_host, *b_host;
+	struct fid_mr *a_mr, *b_mr, *ah_mr, *bh_mr;
+	void *a_desc, *b_desc;
+	int ctx[32], i, nerr, injected = 0, rma;
+	struct comp c;
+	void *ctx0 = NULL;
+
+	if (!cuda_mode()) {
+		printf("SKIP: copyerr needs TESTHMEM_MODE=cuda\n");
+		return SKIP;
+	}
+	if (!base_available()) {
+		printf("SKIP: base provider \"%s\" offers nothing here\n", base_name());
+		return SKIP;
+	}
+	if (cuda_load() || cu_init(0) || cu_primary_retain(&ctx0, 0) || cu_ctx_set(ctx0)) {
+		printf("SKIP: libcuda.so.1 unusable\n");
+		return SKIP;
+	}
+	if (!stub_fail_copies) {
+		printf("SKIP: copyerr makes copies fail through the stub's test API\n");
+		return SKIP;
+	}
+	expect_errors = 1;
+	log_reset();
+	open_fabric(FI_TAGGED | FI_MSG | FI_RMA | FI_HMEM);
+	rma = !!(info->caps & FI_RMA);
+	open_side(&A, FI_CQ_FORMAT_DATA);
+	open_side(&B, FI_CQ_FORMAT_TAGGED);
+	connect_sides();
+	a_dev = dev_alloc(BUF_LEN);
+	b_dev = dev_alloc(BUF_LEN);
+	if (posix_memalign((void **)&a_host, 4096, HOST_LEN) ||
+	    posix_memalign((void **)&b_host, 4096, HOST_LEN))
+		exit(1);
+	a_mr = reg(&A, a_dev, BUF_LEN, FI_SEND | FI_RECV | FI_READ | FI_WRITE, FI_HMEM_CUDA, 1);
+	b_mr = reg(&B, b_dev, BUF_LEN, FI_SEND | FI_RECV, FI_HMEM_CUDA, 2);
+	ah_mr = reg(&A, a_host, HOST_LEN, FI_SEND | FI_RECV, FI_HMEM_SYSTEM, 3);
+	bh_mr = reg(&B, b_host, HOST_LEN, FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE,
+		    FI_HMEM_SYSTEM, 4);
+	a_desc = fi_mr_desc(a_mr);
+	b_desc = fi_mr_desc(b_mr);
+
+	/* 0: warm up the connection (rxm connects on first use) */
+	fill(a_dev, 64, 1, 1);
+	POST(fi_trecv(B.ep, b_dev, 64, b_desc, B.peer, 1000, 0, &ctx[0]));
+	POST(fi_tsend(A.ep, a_dev, 64, a_desc, A.peer, 1000, &ctx[1]));
+	wait_comp(&B, &ctx[0]);
+	wait_comp(&A, &ctx[1]);
+
+	/* 0b: a DMA-BUF registration (FI_MR_DMABUF of libfabric 1.20, as the plugin
+	 * makes for NCCL_PTR_DMABUF) is taken by its address range */
+	{
+		struct { int fd; uint64_t offset; size_t len; void *base_addr; } dmabuf = {
+			-1, 0, 65536, b_dev + (2u << 20)
+		};
+		struct fi_mr_attr attr = { .mr_iov = (const struct iovec *)(const void *)&dmabuf,
+					   .iov_count = 1, .access = FI_SEND | FI_RECV,
+					   .requested_key = 5, .iface = FI_HMEM_CUDA };
+		struct fid_mr *dmr = NULL;
+
+		MUST(fi_mr_regattr(B.domain, &attr, 1ULL << 40, &dmr));
+		fill(a_dev, 65536, 4, 1);
+		zero(b_dev + (2u << 20), 65536, 1);
+		POST(fi_trecv(B.ep, b_dev + (2u << 20), 65536, fi_mr_desc(dmr), B.peer, 1001, 0,
+			      &ctx[0]));
+		POST(fi_tsend(A.ep, a_dev, 65536, a_desc, A.peer, 1001, &ctx[1]));
+		wait_comp(&B, &ctx[0]);
+		wait_comp(&A, &ctx[1]);
+		verify(b_dev + (2u << 20), 65536, 4, 0, 1, "dmabuf MR");
+		MUST(fi_close(&dmr->fid));
+		CHECK(log_count("reg iface=cuda device=0 len=65536 ") == 1);
+		CHECK(log_count_with("reg iface=cuda ", (const char *const[]){ " dmabuf=1", NULL }) ==
+		      1);
+	}
+
+	/* 1: the receive's copy to the device fails: error completion, sender fine */
+	fill(a_dev, 4096, 2, 1);
+	stub_fail_copies(STUBCUDA_COPY_HTOD, 0, 1, CU_ILLEGAL_ADDRESS);
+	injected++;
+	POST(fi_trecv(B.ep, b_dev, 4096, b_desc, B.peer, 0x77, 0, &ctx[2]));
+	POST(fi_tsend(A.ep, a_dev, 4096, a_desc, A.peer, 0x77, &ctx[3]));
+	c = wait_comp_err(&B, &ctx[2], FI_EIO);
+	CHECK(c.tag == 0x77);
+	CHECK((c.flags & (FI_RECV | FI_TAGGED)) == (FI_RECV | FI_TAGGED));
+	CHECK(c.prov_errno == CU_ILLEGAL_ADDRESS);
+	CHECK(strstr(c.text, "cuMemcpyHtoDAsync_v2") != NULL);
+	CHECK(strstr(c.text, "CUDA_ERROR_ILLEGAL_ADDRESS") != NULL);
+	printf("error completion text: %s\n", c.text);
+	wait_comp(&A, &ctx[3]);
+
+	/* 2: three receives reaped in one batch, the second copy fails: one error, two
+	 * good ones with their data */
+	stub_fail_copies(STUBCUDA_COPY_HTOD, 1, 1, CU_ILLEGAL_ADDRESS);
+	injected++;
+	for (i = 0; i < 3; i++) {
+		fill(a_dev + (size_t)i * 8192, 8192, 10 + (unsigned)i, 1);
+		zero(b_dev + (size_t)i * 8192, 8192, 1);
+		POST(fi_trecv(B.ep, b_dev + (size_t)i * 8192, 8192, b_desc, B.peer, 20 + (uint64_t)i,
+			      0, &ctx[4 + i]));
+	}
+	for (i = 0; i < 3; i++)
+		POST(fi_tsend(A.ep, a_dev + (size_t)i * 8192, 8192, a_desc, A.peer, 20 + (uint64_t)i,
+			      &ctx[7 + i]));
+	for (i = 0; i < 3; i++)
+		wait_comp(&A, &ctx[7 + i]);
+	/* wait until all three receives are in, then look at them */
+	{
+		time_t start = time(NULL);
+		int got;
+
+		do {
+			poll_cq(&A, &pend_a);
+			poll_cq(&B, &pend_b);
+			got = 0;
+			for (i = 0; i < pend_b.n; i++)
+				got += pend_b.c[i].ctx >= (void *)&ctx[4] &&
+				       pend_b.c[i].ctx <= (void *)&ctx[6];
+		} while (got < 3 && time(NULL) - start < 30);
+		CHECK(got == 3);
+	}
+	nerr = 0;
+	for (i = 0; i < 3; i++) {
+		int k;
+
+		for (k = 0; k < pend_b.n && pend_b.c[k].ctx != &ctx[4 + i]; k++)
+			;
+		if (k == pend_b.n)
+			continue;
+		c = pend_b.c[k];
+		pend_b.c[k] = pend_b.c[--pend_b.n];
+		CHECK(c.tag == 20 + (uint64_t)i);
+		if (c.err) {
+			CHECK(c.err == FI_EIO);
+			nerr++;
+		} else {
+			CHECK(c.len == 8192);
+			verify(b_dev + (size_t)i * 8192, 8192, 10 + (unsigned)i, 0, 1, "batch");
+		}
+	}
+	CHECK(nerr == 1);
+
+	/* 3: the send's copy from the device fails: the send completes in error and
+	 * nothing goes out (the receive is cancelled) */
+	stub_fail_copies(STUBCUDA_COPY_DTOH, 0, 1, CU_ILLEGAL_ADDRESS);
+	injected++;
+	POST(fi_trecv(B.ep, b_dev, 4096, b_desc, B.peer, 0x88, 0, &ctx[10]));
+	POST(fi_tsend(A.ep, a_dev, 4096, a_desc, A.peer, 0x88, &ctx[11]));
+	c = wait_comp_err(&A, &ctx[11], FI_EIO);
+	CHECK((c.flags & (FI_SEND | FI_TAGGED)) == (FI_SEND | FI_TAGGED));
+	CHECK(c.tag == 0x88);
+	CHECK(strstr(c.text, "cuMemcpyDtoHAsync_v2") != NULL);
+	settle();
+	CHECK_RET(fi_cancel(&B.ep->fid, &ctx[10]), 0);
+	wait_comp_err(&B, &ctx[10], FI_ECANCELED);
+
+	/* the same buffers work again afterwards */
+	fill(a_dev, 4096, 3, 1);
+	zero(b_dev, 4096, 1);
+	POST(fi_trecv(B.ep, b_dev, 4096, b_desc, B.peer, 0x99, 0, &ctx[12]));
+	POST(fi_tsend(A.ep, a_dev, 4096, a_desc, A.peer, 0x99, &ctx[13]));
+	wait_comp(&B, &ctx[12]);
+	wait_comp(&A, &ctx[13]);
+	verify(b_dev, 4096, 3, 0, 1, "after errors");
+
+	/* 4: an untagged send likewise */
+	stub_fail_copies(STUBCUDA_COPY_DTOH, 0, 1, CU_ILLEGAL_ADDRESS);
+	injected++;
+	POST(fi_send(A.ep, a_dev, 100, a_desc, A.peer, &ctx[14]));
+	c = wait_comp_err(&A, &ctx[14], FI_EIO);
+	CHECK((c.flags & (FI_SEND | FI_MSG)) == (FI_SEND | FI_MSG));
+
+	/* 5: an inject has no completion to carry the error: it fails at once */
+	stub_fail_copies(STUBCUDA_COPY_DTOH, 0, 1, CU_ILLEGAL_ADDRESS);
+	injected++;
+	CHECK_RET(fi_tinject(A.ep, a_dev, 16, A.peer, 0x55), -FI_EIO);
+
+	/* 6: RMA: a read whose copy to the device fails, a write whose copy from it does */
+	if (rma) {
+		uint64_t key = fi_mr_key(bh_mr);
+
+		stub_fail_copies(STUBCUDA_COPY_HTOD, 0, 1, CU_ILLEGAL_ADDRESS);
+		injected++;
+		POST(fi_read(A.ep, a_dev, 4096, a_desc, A.peer, rma_addr(b_host, 0), key, &ctx[15]));
+		c = wait_comp_err(&A, &ctx[15], FI_EIO);
+		CHECK((c.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ));
+		stub_fail_copies(STUBCUDA_COPY_DTOH, 0, 1, CU_ILLEGAL_ADDRESS);
+		injected++;
+		POST(fi_write(A.ep, a_dev, 4096, a_desc, A.peer, rma_addr(b_host, 0), key, &ctx[16]));
+		c = wait_comp_err(&A, &ctx[16], FI_EIO);
+		CHECK((c.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+	}
+
+	/* 7: zero bytes, NULL buffers, CUDA descs (as NCCL's empty messages): no copy */
+	stub_fail_copies(STUBCUDA_COPY_HTOD | STUBCUDA_COPY_DTOH, 0, 100, CU_ILLEGAL_ADDRESS);
+	POST(fi_trecv(B.ep, NULL, 0, b_desc, B.peer, 0xbb, 0, &ctx[19]));
+	POST(fi_tsend(A.ep, NULL, 0, a_desc, A.peer, 0xbb, &ctx[20]));
+	c = wait_comp(&B, &ctx[19]);
+	CHECK(c.len == 0 && c.tag == 0xbb);
+	wait_comp(&A, &ctx[20]);
+	stub_fail_copies(0, 0, 0, 0);
+
+	/* 8 (last: ofi_rxm may drop the connection after it): a truncated receive; the
+	 * bytes that fit reach the device */
+	fill(a_dev, 3000, 7, 1);
+	zero(b_dev, 4096, 1);
+	POST(fi_trecv(B.ep, b_dev, 1000, b_desc, B.peer, 0xaa, 0, &ctx[17]));
+	POST(fi_tsend(A.ep, a_dev, 3000, a_desc, A.peer, 0xaa, &ctx[18]));
+	/* shm of libfabric 1.17 reports err = -FI_ETRUNC (and len 0) */
+	c = wait_comp_err(&B, &ctx[17], !strcmp(base_name(), "shm") ? -FI_ETRUNC : FI_ETRUNC);
+	CHECK(c.tag == 0xaa);
+	if (c.len == 1000)
+		verify(b_dev, 1000, 7, 0, 1, "truncated receive");
+	else
+		printf("truncated receive reports len %zu (base %s)\n", c.len, base_name());
+	wait_comp(&A, &ctx[18]);
+
+	stub_fail_copies(0, 0, 0, 0);
+	settle();
+	CHECK(pend_a.n == 0 && pend_b.n == 0);
+	MUST(fi_close(&a_mr->fid));
+	MUST(fi_close(&b_mr->fid));
+	MUST(fi_close(&ah_mr->fid));
+	MUST(fi_close(&bh_mr->fid));
+	close_side(&A);
+	close_side(&B);
+	close_fabric();
+
+	printf("copy errors injected %d, logged %lu\n", injected, log_check_field("copy_errors"));
+	CHECK(log_check_field("copy_errors") == (unsigned long)injected);
+	CHECK(log_count("error cuda call=cuMemcpy") == injected);
+	CHECK(log_check_field("ops_in_use") == 0);
+	free(a_host);
+	free(b_host);
+	dev_free(a_dev);
+	dev_free(b_dev);
+	cu_primary_release(0);
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -1178,8 +1777,12 @@ int main(int argc, char **argv)
 		ret = test_setopt();
 	else if (!strcmp(what, "xfer"))
 		ret = test_xfer();
+	else if (!strcmp(what, "multidev"))
+		ret = test_multidev();
+	else if (!strcmp(what, "copyerr"))
+		ret = test_copyerr();
 	else {
-		fprintf(stderr, "usage: %s getinfo|setopt|xfer\n", argv[0]);
+		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr\n", argv[0]);
 		return 2;
 	}
 	if (ret == SKIP)

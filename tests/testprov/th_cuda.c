@@ -4,8 +4,23 @@
  *
  * The driver is reached with dlopen("libcuda.so.1") at run time (never linked), by
  * the symbol names CUDA 12's cuda.h maps the API to (cuMemcpyDtoHAsync_v2, ...).
- * Every CUDA call runs with the domain's context pushed and under the domain's
- * lock, on one private CU_STREAM_NON_BLOCKING stream.
+ *
+ * Devices: a copy runs on the device that owns the buffer, never on whatever
+ * context the calling thread has current. Each device gets, once per domain and
+ * when its first buffer is registered (a control-path call), a retained primary
+ * context and a private CU_STREAM_NON_BLOCKING stream. A copy pushes that context
+ * (cuCtxPushCurrent_v2), runs cuMemcpy*Async_v2 + cuStreamSynchronize on that
+ * stream under that device's lock, and pops it again, so the caller's own context
+ * stack is left as it was. One domain therefore serves buffers of several GPUs from
+ * threads whose current context is any of them (NCCL's single-process mode: one
+ * domain per NIC, one proxy thread per GPU). The real driver refuses a copy into
+ * device B's memory on a stream of device A (CUDA_ERROR_INVALID_VALUE, seen on an
+ * H200 pair without peer access); the stub mimics that.
+ *
+ * Bounce buffers (TESTHMEM_BOUNCE): "pinned" (default) allocates them with
+ * cuMemAllocHost_v2 in the context of the device they first serve (portable to all
+ * contexts under unified addressing), "pageable" with posix_memalign: no CUDA
+ * allocation ever happens on the data path then.
  */
 #include "testhmem.h"
 
@@ -13,21 +28,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef int th_cures;
 typedef unsigned long long th_cudevptr;
 
+#define TH_CUDA_SUCCESS 0
+#define TH_CUDA_ERROR_INVALID_CONTEXT 201
 #define TH_CU_MEMORYTYPE_DEVICE 2
 #define TH_CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
+#define TH_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL 9
 #define TH_CU_STREAM_NON_BLOCKING 1
+#define TH_CUDA_MAX_DEVICES 64
 
 static struct {
 	void *lib;
 	th_cures (*init)(unsigned int flags);
+	th_cures (*device_get_count)(int *count);
 	th_cures (*device_get)(int *dev, int ordinal);
 	th_cures (*primary_retain)(void **ctx, int dev);
 	th_cures (*primary_release)(int dev);
-	th_cures (*ctx_get_current)(void **ctx);
 	th_cures (*ctx_push)(void *ctx);
 	th_cures (*ctx_pop)(void **ctx);
 	th_cures (*stream_create)(void **stream, unsigned int flags);
@@ -63,10 +83,10 @@ static void th_cu_load(void)
 		return;
 	}
 	TH_CU_SYM(init, "cuInit");
+	TH_CU_SYM(device_get_count, "cuDeviceGetCount");
 	TH_CU_SYM(device_get, "cuDeviceGet");
 	TH_CU_SYM(primary_retain, "cuDevicePrimaryCtxRetain");
 	TH_CU_SYM(primary_release, "cuDevicePrimaryCtxRelease_v2");
-	TH_CU_SYM(ctx_get_current, "cuCtxGetCurrent");
 	TH_CU_SYM(ctx_push, "cuCtxPushCurrent_v2");
 	TH_CU_SYM(ctx_pop, "cuCtxPopCurrent_v2");
 	TH_CU_SYM(stream_create, "cuStreamCreate");
@@ -85,21 +105,39 @@ static const char *th_cu_errname(th_cures r)
 {
 	const char *name = NULL;
 
+	if (!r)
+		return "CUDA_SUCCESS";
 	if (th_cu.get_error_name && !th_cu.get_error_name(r, &name) && name)
 		return name;
 	return "CUDA_ERROR_?";
+}
+
+static long th_usec_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (long)((t1.tv_sec - t0->tv_sec) * 1000000L + (t1.tv_nsec - t0->tv_nsec) / 1000);
 }
 
 #define TH_OPS_PER_DOMAIN 4096
 #define TH_BOUNCE_MIN_CLASS 12 /* 4 KiB */
 #define TH_BOUNCE_CLASSES 48
 
+/* One device as this domain uses it. */
+struct th_cuda_dev {
+	pthread_mutex_t lock; /* setup, and every call on this device's stream */
+	int state;	      /* 0 not set up, 1 ready, -1 setup failed */
+	int cudev;	      /* CUdevice of the ordinal */
+	void *ctx;	      /* retained primary context */
+	void *stream;	      /* private, non-blocking */
+};
+
 struct th_cuda_dom {
-	void *ctx;
-	int dev;
-	int retained; /* primary context retained by us */
-	void *stream;
-	pthread_mutex_t lock; /* ops, bounce pool, every CUDA call */
+	int ndev;
+	struct th_cuda_dev *devs;
+	int pinned;	      /* TESTHMEM_BOUNCE=pinned */
+	pthread_mutex_t lock; /* ops and the bounce pool */
 	struct th_op *ops;
 	struct th_op *free_ops;
 	struct th_bounce *free_bounce[TH_BOUNCE_CLASSES];
@@ -107,30 +145,102 @@ struct th_cuda_dom {
 	uint64_t next_key;
 };
 
-/* Runs with cd->lock held. */
-static int th_ctx_push(struct th_cuda_dom *cd)
+const char *th_cuda_bounce_mode(const struct th_domain *dom)
 {
-	th_cures r = th_cu.ctx_push(cd->ctx);
+	return dom->cuda && dom->cuda->pinned ? "pinned" : "pageable";
+}
+
+int th_cuda_ndev(const struct th_domain *dom)
+{
+	return dom->cuda ? dom->cuda->ndev : 0;
+}
+
+/* ---- per-device context and stream ---- */
+
+/* Pushes the device's context; the caller holds d->lock. */
+static th_cures th_dev_push(struct th_domain *dom, int dev, struct th_cuda_dev *d)
+{
+	th_cures r = th_cu.ctx_push(d->ctx);
 
 	if (r)
-		th_log("error cuda call=cuCtxPushCurrent_v2 result=%s", th_cu_errname(r));
-	return r ? -FI_EIO : 0;
+		th_log("error cuda call=cuCtxPushCurrent_v2 dev=%d result=%s dom=%u", dev,
+		       th_cu_errname(r), dom->id);
+	return r;
 }
 
-static void th_ctx_pop(void)
+/* Pops what th_dev_push pushed and checks it was that. */
+static void th_dev_pop(struct th_domain *dom, int dev, struct th_cuda_dev *d)
 {
-	void *old;
+	void *old = NULL;
+	th_cures r = th_cu.ctx_pop(&old);
 
-	th_cu.ctx_pop(&old);
+	if (r || old != d->ctx)
+		th_log("error cuda call=cuCtxPopCurrent_v2 dev=%d result=%s popped=%s dom=%u",
+		       dev, th_cu_errname(r), old == d->ctx ? "ours" : "other", dom->id);
 }
+
+/* Sets up device dev's context and stream (once). Returns the device, or NULL. */
+static struct th_cuda_dev *th_dev_get(struct th_domain *dom, int dev)
+{
+	struct th_cuda_dom *cd = dom->cuda;
+	struct th_cuda_dev *d;
+	th_cures r;
+
+	if (!cd || dev < 0 || dev >= cd->ndev) {
+		th_log("error cuda-device dev=%d reason=out-of-range devices=%d dom=%u", dev,
+		       cd ? cd->ndev : 0, dom->id);
+		return NULL;
+	}
+	d = &cd->devs[dev];
+	pthread_mutex_lock(&d->lock);
+	if (d->state) {
+		pthread_mutex_unlock(&d->lock);
+		return d->state > 0 ? d : NULL;
+	}
+	TH_TRACE(dom, 2, "trace cuda-setup-begin dev=%d dom=%u", dev, dom->id);
+	r = th_cu.device_get(&d->cudev, dev);
+	if (r) {
+		th_log("error cuda call=cuDeviceGet dev=%d result=%s dom=%u", dev,
+		       th_cu_errname(r), dom->id);
+		goto fail;
+	}
+	r = th_cu.primary_retain(&d->ctx, d->cudev);
+	if (r) {
+		th_log("error cuda call=cuDevicePrimaryCtxRetain dev=%d result=%s dom=%u", dev,
+		       th_cu_errname(r), dom->id);
+		goto fail;
+	}
+	r = th_dev_push(dom, dev, d);
+	if (!r) {
+		r = th_cu.stream_create(&d->stream, TH_CU_STREAM_NON_BLOCKING);
+		th_dev_pop(dom, dev, d);
+		if (r)
+			th_log("error cuda call=cuStreamCreate dev=%d result=%s dom=%u", dev,
+			       th_cu_errname(r), dom->id);
+	}
+	if (r) {
+		th_cu.primary_release(d->cudev);
+		goto fail;
+	}
+	d->state = 1;
+	TH_TRACE(dom, 1, "trace cuda-setup dev=%d result=CUDA_SUCCESS dom=%u", dev, dom->id);
+	pthread_mutex_unlock(&d->lock);
+	return d;
+fail:
+	d->state = -1;
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* ---- domain ---- */
 
 int th_cuda_domain_init(struct th_domain *dom)
 {
 	struct th_cuda_dom *cd;
 	const char *env;
-	void *cur = NULL;
 	th_cures r;
-	size_t i;
+	int ndev = 0, i;
+	size_t k;
 
 	pthread_once(&th_cu_once, th_cu_load);
 	if (th_cu.error[0]) {
@@ -143,97 +253,157 @@ int th_cuda_domain_init(struct th_domain *dom)
 		th_log("error cuda call=cuInit result=%s", th_cu_errname(r));
 		return -FI_ENODEV;
 	}
+	r = th_cu.device_get_count(&ndev);
+	if (r || ndev <= 0) {
+		th_log("error cuda call=cuDeviceGetCount result=%s devices=%d", th_cu_errname(r),
+		       ndev);
+		return -FI_ENODEV;
+	}
+	if (ndev > TH_CUDA_MAX_DEVICES)
+		ndev = TH_CUDA_MAX_DEVICES;
 	cd = calloc(1, sizeof(*cd));
 	if (!cd)
 		return -FI_ENOMEM;
+	cd->ndev = ndev;
+	cd->devs = calloc((size_t)ndev, sizeof(*cd->devs));
 	cd->ops = calloc(TH_OPS_PER_DOMAIN, sizeof(*cd->ops));
-	if (!cd->ops) {
+	if (!cd->devs || !cd->ops) {
+		free(cd->devs);
+		free(cd->ops);
 		free(cd);
 		return -FI_ENOMEM;
 	}
-	for (i = TH_OPS_PER_DOMAIN; i-- > 0;) {
-		cd->ops[i].next_free = cd->free_ops;
-		cd->free_ops = &cd->ops[i];
+	for (i = 0; i < ndev; i++)
+		pthread_mutex_init(&cd->devs[i].lock, NULL);
+	for (k = TH_OPS_PER_DOMAIN; k-- > 0;) {
+		cd->ops[k].next_free = cd->free_ops;
+		cd->free_ops = &cd->ops[k];
 	}
 	pthread_mutex_init(&cd->lock, NULL);
 	cd->next_key = 0x7e57b0b000000000ULL;
-
-	/* the caller's current context if it has one, else a primary context */
-	if (!th_cu.ctx_get_current(&cur) && cur) {
-		cd->ctx = cur;
-	} else {
-		env = getenv("TESTHMEM_CUDA_DEVICE");
-		r = th_cu.device_get(&cd->dev, env && *env ? atoi(env) : 0);
-		if (!r)
-			r = th_cu.primary_retain(&cd->ctx, cd->dev);
-		if (r) {
-			th_log("error cuda call=cuDevicePrimaryCtxRetain result=%s",
-			       th_cu_errname(r));
-			goto err;
-		}
-		cd->retained = 1;
-	}
-	if (th_ctx_push(cd))
-		goto err;
-	r = th_cu.stream_create(&cd->stream, TH_CU_STREAM_NON_BLOCKING);
-	th_ctx_pop();
-	if (r) {
-		th_log("error cuda call=cuStreamCreate result=%s", th_cu_errname(r));
-		goto err;
-	}
+	env = getenv("TESTHMEM_BOUNCE");
+	cd->pinned = !env || !*env || strcmp(env, "pageable");
+	if (env && *env && strcmp(env, "pageable") && strcmp(env, "pinned"))
+		FI_WARN(&th_prov, FI_LOG_DOMAIN,
+			"TESTHMEM_BOUNCE=%s unknown (pinned|pageable): using pinned\n", env);
 	dom->cuda = cd;
 	return 0;
-err:
-	if (cd->retained)
-		th_cu.primary_release(cd->dev);
-	pthread_mutex_destroy(&cd->lock);
-	free(cd->ops);
-	free(cd);
-	return -FI_EIO;
+}
+
+static void th_bounce_free(struct th_domain *dom, struct th_bounce *b)
+{
+	struct th_cuda_dom *cd = dom->cuda;
+
+	if (b->mr)
+		fi_close(&b->mr->fid);
+	if (b->pinned) {
+		struct th_cuda_dev *d = &cd->devs[b->dev];
+
+		if (d->state > 0 && !th_dev_push(dom, b->dev, d)) {
+			th_cu.free_host(b->buf);
+			th_dev_pop(dom, b->dev, d);
+		}
+	} else {
+		free(b->buf);
+	}
+	free(b);
 }
 
 void th_cuda_domain_fini(struct th_domain *dom)
 {
 	struct th_cuda_dom *cd = dom->cuda;
 	struct th_bounce *b, *next;
+	int i;
 
 	if (!cd)
 		return;
-	pthread_mutex_lock(&cd->lock);
-	if (!th_ctx_push(cd)) {
-		for (b = cd->all_bounce; b; b = next) {
-			next = b->next_all;
-			if (b->mr)
-				fi_close(&b->mr->fid);
-			th_cu.free_host(b->buf);
-			free(b);
-		}
-		th_cu.stream_destroy(cd->stream);
-		th_ctx_pop();
+	for (b = cd->all_bounce; b; b = next) {
+		next = b->next_all;
+		th_bounce_free(dom, b);
 	}
-	pthread_mutex_unlock(&cd->lock);
-	if (cd->retained)
-		th_cu.primary_release(cd->dev);
+	for (i = 0; i < cd->ndev; i++) {
+		struct th_cuda_dev *d = &cd->devs[i];
+
+		if (d->state > 0) {
+			if (!th_dev_push(dom, i, d)) {
+				th_cu.stream_destroy(d->stream);
+				th_dev_pop(dom, i, d);
+			}
+			th_cu.primary_release(d->cudev);
+		}
+		pthread_mutex_destroy(&d->lock);
+	}
 	pthread_mutex_destroy(&cd->lock);
+	free(cd->devs);
 	free(cd->ops);
 	free(cd);
 	dom->cuda = NULL;
 }
 
-int th_cuda_is_device(struct th_domain *dom, const void *p)
+/* cuPointerGetAttribute; a driver that wants a current context for it gets dev's. */
+static th_cures th_ptr_attr(struct th_domain *dom, void *data, int attr, const void *p,
+			    int dev)
 {
-	struct th_cuda_dom *cd = dom->cuda;
-	unsigned int type = 0;
-	th_cures r = 1;
+	th_cures r = th_cu.pointer_get_attribute(data, attr, (th_cudevptr)(uintptr_t)p);
+	struct th_cuda_dev *d;
 
-	pthread_mutex_lock(&cd->lock);
-	if (!th_ctx_push(cd)) {
-		r = th_cu.pointer_get_attribute(&type, TH_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-						(th_cudevptr)(uintptr_t)p);
-		th_ctx_pop();
+	if (r != TH_CUDA_ERROR_INVALID_CONTEXT || !(d = th_dev_get(dom, dev)))
+		return r;
+	pthread_mutex_lock(&d->lock);
+	if (!th_dev_push(dom, dev, d)) {
+		r = th_cu.pointer_get_attribute(data, attr, (th_cudevptr)(uintptr_t)p);
+		th_dev_pop(dom, dev, d);
 	}
-	pthread_mutex_unlock(&cd->lock);
-	return !r && type == TH_CU_MEMORYTYPE_DEVICE;
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+int th_cuda_reg_device(struct th_domain *dom, const struct iovec *iov, size_t count,
+		       int attr_dev, int *devp)
+{
+	size_t i, len = 0;
+	int dev = -1;
+
+	for (i = 0; i < count; i++)
+		len += iov[i].iov_len;
+	for (i = 0; i < count; i++) {
+		unsigned int type = 0;
+		int ord = -1;
+		th_cures r;
+
+		r = th_ptr_attr(dom, &type, TH_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				iov[i].iov_base, attr_dev);
+		if (r || type != TH_CU_MEMORYTYPE_DEVICE) {
+			th_log("error reg-not-device iface=cuda device=%d len=%zu dom=%u", attr_dev,
+			       len, dom->id);
+			return -FI_EINVAL;
+		}
+		r = th_ptr_attr(dom, &ord, TH_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				iov[i].iov_base, attr_dev);
+		if (r)
+			ord = attr_dev; /* a driver that cannot say: trust the caller */
+		if (dev >= 0 && ord != dev) {
+			th_log("error reg-multi-device iface=cuda device=%d ptr_device=%d,%d "
+			       "len=%zu dom=%u",
+			       attr_dev, dev, ord, len, dom->id);
+			return -FI_EINVAL;
+		}
+		dev = ord;
+	}
+	if (dev < 0)
+		dev = attr_dev; /* no pieces */
+	if (dev != attr_dev) {
+		/* a caller bug; the copies must run on the buffer's device regardless */
+		atomic_fetch_add(&dom->device_mismatch, 1);
+		th_log("error reg-device-mismatch iface=cuda device=%d ptr_device=%d len=%zu "
+		       "dom=%u",
+		       attr_dev, dev, len, dom->id);
+	}
+	/* the device's context and stream are made here, on the control path */
+	if (!th_dev_get(dom, dev))
+		return -FI_EIO;
+	*devp = dev;
+	return 0;
 }
 
 /* ---- ops ---- */
@@ -263,6 +433,21 @@ void th_op_put(struct th_domain *dom, struct th_op *op)
 	op->next_free = cd->free_ops;
 	cd->free_ops = op;
 	pthread_mutex_unlock(&cd->lock);
+}
+
+unsigned long th_cuda_ops_in_use(struct th_domain *dom)
+{
+	struct th_cuda_dom *cd = dom->cuda;
+	unsigned long n = 0;
+	size_t i;
+
+	if (!cd)
+		return 0;
+	pthread_mutex_lock(&cd->lock);
+	for (i = 0; i < TH_OPS_PER_DOMAIN; i++)
+		n += cd->ops[i].in_use != 0;
+	pthread_mutex_unlock(&cd->lock);
+	return n;
 }
 
 /* Is ctx one of our ops? Any value may arrive (callers' contexts are opaque), so
@@ -299,7 +484,7 @@ struct th_op *th_op_find_user(struct th_domain *dom, void *user_ctx)
 	return found;
 }
 
-/* ---- bounce buffers: pinned host memory, kept per size class until fini ---- */
+/* ---- bounce buffers: host memory, kept per size class until fini ---- */
 
 static int th_bounce_class(size_t len)
 {
@@ -310,60 +495,81 @@ static int th_bounce_class(size_t len)
 	return ((size_t)1 << cls) >= len ? cls : -1;
 }
 
-struct th_bounce *th_bounce_get(struct th_domain *dom, size_t len)
+/* Allocates a new bounce of class cls; cd->lock held. */
+static struct th_bounce *th_bounce_new(struct th_domain *dom, int cls, int dev)
 {
 	struct th_cuda_dom *cd = dom->cuda;
-	int cls = th_bounce_class(len);
-	struct th_bounce *b = NULL;
-	th_cures r;
+	struct th_bounce *b = calloc(1, sizeof(*b));
+	struct timespec t0;
+	th_cures r = 0;
 	int ret;
 
-	if (cls < 0)
-		return NULL;
-	pthread_mutex_lock(&cd->lock);
-	if (cd->free_bounce[cls]) {
-		b = cd->free_bounce[cls];
-		cd->free_bounce[cls] = b->next;
-		goto out;
-	}
-	b = calloc(1, sizeof(*b));
 	if (!b)
-		goto out;
+		return NULL;
 	b->cls = cls;
 	b->cap = (size_t)1 << cls;
-	if (th_ctx_push(cd)) {
+	b->dev = dev;
+	if (cd->pinned) {
+		struct th_cuda_dev *d = th_dev_get(dom, dev);
+
+		/* cuMemAllocHost on the data path: traced before and after, since a
+		 * driver that serialises it behind running kernels would stall here */
+		TH_TRACE(dom, 1, "trace bounce-alloc-begin len=%zu pinned=1 dev=%d dom=%u", b->cap,
+			 dev, dom->id);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = -1;
+		if (d) {
+			pthread_mutex_lock(&d->lock);
+			r = th_dev_push(dom, dev, d);
+			if (!r) {
+				r = th_cu.alloc_host(&b->buf, b->cap);
+				th_dev_pop(dom, dev, d);
+			}
+			pthread_mutex_unlock(&d->lock);
+		}
+		TH_TRACE(dom, 1, "trace bounce-alloc len=%zu pinned=1 dev=%d result=%s us=%ld dom=%u",
+			 b->cap, dev, th_cu_errname(r), th_usec_since(&t0), dom->id);
+		if (r) {
+			th_log("error cuda call=cuMemAllocHost_v2 len=%zu dev=%d result=%s dom=%u",
+			       b->cap, dev, th_cu_errname(r), dom->id);
+			free(b);
+			return NULL;
+		}
+		b->pinned = 1;
+	} else if (posix_memalign(&b->buf, 4096, b->cap)) {
 		free(b);
-		b = NULL;
-		goto out;
-	}
-	r = th_cu.alloc_host(&b->buf, b->cap);
-	th_ctx_pop();
-	if (r) {
-		th_log("error cuda call=cuMemAllocHost_v2 len=%zu result=%s", b->cap,
-		       th_cu_errname(r));
-		free(b);
-		b = NULL;
-		goto out;
+		return NULL;
 	}
 	if (dom->base_mr_mode & FI_MR_LOCAL) {
-		ret = fi_mr_reg(dom->base, b->buf, b->cap,
-				FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, cd->next_key++, 0,
-				&b->mr, NULL);
+		ret = fi_mr_reg(dom->base, b->buf, b->cap, FI_SEND | FI_RECV | FI_READ | FI_WRITE,
+				0, cd->next_key++, 0, &b->mr, NULL);
 		if (ret) {
-			th_log("error bounce-reg len=%zu ret=%d", b->cap, ret);
-			if (!th_ctx_push(cd)) {
-				th_cu.free_host(b->buf);
-				th_ctx_pop();
-			}
-			free(b);
-			b = NULL;
-			goto out;
+			th_log("error bounce-reg len=%zu ret=%d dom=%u", b->cap, ret, dom->id);
+			b->mr = NULL;
+			th_bounce_free(dom, b);
+			return NULL;
 		}
 		b->desc = fi_mr_desc(b->mr);
 	}
 	b->next_all = cd->all_bounce;
 	cd->all_bounce = b;
-out:
+	return b;
+}
+
+struct th_bounce *th_bounce_get(struct th_domain *dom, size_t len, int dev)
+{
+	struct th_cuda_dom *cd = dom->cuda;
+	int cls = th_bounce_class(len);
+	struct th_bounce *b;
+
+	if (cls < 0)
+		return NULL;
+	pthread_mutex_lock(&cd->lock);
+	b = cd->free_bounce[cls];
+	if (b)
+		cd->free_bounce[cls] = b->next;
+	else
+		b = th_bounce_new(dom, cls, dev);
 	pthread_mutex_unlock(&cd->lock);
 	return b;
 }
@@ -380,59 +586,77 @@ void th_bounce_put(struct th_domain *dom, struct th_bounce *b)
 
 /* ---- copies ---- */
 
-static int th_cuda_copy(struct th_domain *dom, void *dst, const void *src, size_t n, int to_dev)
+int th_cuda_copy(struct th_domain *dom, int dev, void *dst, const void *src, size_t n,
+		 int to_dev, const char *op, uint64_t tag, struct th_copy_err *err)
 {
-	struct th_cuda_dom *cd = dom->cuda;
+	const char *call = to_dev ? "cuMemcpyHtoDAsync_v2" : "cuMemcpyDtoHAsync_v2";
+	const char *dir = to_dev ? "h2d" : "d2h";
+	struct th_cuda_dev *d;
+	struct timespec t0;
 	th_cures r;
 
 	if (!n)
 		return 0;
-	pthread_mutex_lock(&cd->lock);
-	if (th_ctx_push(cd)) {
-		pthread_mutex_unlock(&cd->lock);
-		atomic_fetch_add(&dom->copy_errors, 1);
-		return -FI_EIO;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	d = th_dev_get(dom, dev);
+	if (!d) {
+		r = TH_CUDA_ERROR_INVALID_CONTEXT;
+		call = "cuDevicePrimaryCtxRetain";
+		goto out;
 	}
-	if (to_dev)
-		r = th_cu.htod_async((th_cudevptr)(uintptr_t)dst, src, n, cd->stream);
-	else
-		r = th_cu.dtoh_async(dst, (th_cudevptr)(uintptr_t)src, n, cd->stream);
-	if (!r)
-		r = th_cu.stream_sync(cd->stream);
-	th_ctx_pop();
-	pthread_mutex_unlock(&cd->lock);
+	TH_TRACE(dom, 2, "trace copy-begin=%s op=%s dev=%d len=%zu tag=0x%llx dom=%u", dir, op,
+		 dev, n, (unsigned long long)tag, dom->id);
+	pthread_mutex_lock(&d->lock);
+	r = th_dev_push(dom, dev, d);
 	if (r) {
-		th_log("error cuda call=%s len=%zu result=%s",
-		       to_dev ? "cuMemcpyHtoDAsync_v2" : "cuMemcpyDtoHAsync_v2", n,
-		       th_cu_errname(r));
-		atomic_fetch_add(&dom->copy_errors, 1);
-		return -FI_EIO;
+		call = "cuCtxPushCurrent_v2";
+	} else {
+		if (to_dev)
+			r = th_cu.htod_async((th_cudevptr)(uintptr_t)dst, src, n, d->stream);
+		else
+			r = th_cu.dtoh_async(dst, (th_cudevptr)(uintptr_t)src, n, d->stream);
+		if (!r) {
+			r = th_cu.stream_sync(d->stream);
+			if (r)
+				call = "cuStreamSynchronize";
+		}
+		th_dev_pop(dom, dev, d);
 	}
-	return 0;
+	pthread_mutex_unlock(&d->lock);
+out:
+	TH_TRACE(dom, 1, "trace copy=%s op=%s dev=%d len=%zu tag=0x%llx result=%s us=%ld dom=%u",
+		 dir, op, dev, n, (unsigned long long)tag, th_cu_errname(r), th_usec_since(&t0),
+		 dom->id);
+	if (!r)
+		return 0;
+	th_log("error cuda call=%s len=%zu result=%s dev=%d op=%s tag=0x%llx dom=%u", call, n,
+	       th_cu_errname(r), dev, op, (unsigned long long)tag, dom->id);
+	atomic_fetch_add(&dom->copy_errors, 1);
+	if (err) {
+		err->result = r;
+		snprintf(err->text, sizeof(err->text),
+			 "testhmem: %s of %zu bytes %s device %d failed: %s (%s)", call, n,
+			 to_dev ? "to" : "from", dev, th_cu_errname(r), op);
+	}
+	return -FI_EIO;
 }
 
-int th_cuda_d2h(struct th_domain *dom, void *dst, const void *src, size_t n)
+int th_op_finish(struct th_domain *dom, struct th_op *op, size_t len, int copy,
+		 struct th_copy_err *err)
 {
-	return th_cuda_copy(dom, dst, src, n, 0);
-}
+	int ret = 0;
 
-int th_cuda_h2d(struct th_domain *dom, void *dst, const void *src, size_t n)
-{
-	return th_cuda_copy(dom, dst, src, n, 1);
-}
-
-void th_op_complete(struct th_domain *dom, struct th_op *op, size_t len, int ok)
-{
-	if (ok && (op->kind == TH_OP_RECV || op->kind == TH_OP_READ)) {
+	if (copy && (op->kind == TH_OP_RECV || op->kind == TH_OP_READ)) {
 		size_t left = op->kind == TH_OP_RECV && len < op->len ? len : op->len;
 		const char *src = op->bounce->buf;
 		size_t i;
 
-		for (i = 0; i < op->iov_count && left; i++) {
+		for (i = 0; i < op->iov_count && left && !ret; i++) {
 			size_t n = op->iov[i].iov_len < left ? op->iov[i].iov_len : left;
 
-			if (op->iov_cuda[i])
-				th_cuda_h2d(dom, op->iov[i].iov_base, src, n);
+			if (op->iov_dev[i] >= 0)
+				ret = th_cuda_copy(dom, op->iov_dev[i], op->iov[i].iov_base, src, n, 1,
+						   op->name, op->tag, err);
 			else
 				memcpy(op->iov[i].iov_base, src, n);
 			src += n;
@@ -442,4 +666,5 @@ void th_op_complete(struct th_domain *dom, struct th_op *op, size_t len, int ok)
 	if (op->bounce)
 		th_bounce_put(dom, op->bounce);
 	th_op_put(dom, op);
+	return ret;
 }

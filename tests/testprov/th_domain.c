@@ -4,6 +4,7 @@
 #include "testhmem.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,9 +42,11 @@ static void th_log_summary(struct th_domain *dom)
 		       atomic_load(&c->injects), atomic_load(&c->reads), atomic_load(&c->writes),
 		       atomic_load(&c->rma_bytes), atomic_load(&c->regs), dom->id, (int)getpid());
 	}
-	th_log("check bad_desc=%lu nodesc_cuda=%lu copy_errors=%lu dom=%u pid=%d",
+	th_log("check bad_desc=%lu nodesc_cuda=%lu copy_errors=%lu dom=%u pid=%d "
+	       "device_mismatch=%lu ops_in_use=%lu",
 	       atomic_load(&dom->bad_desc), atomic_load(&dom->nodesc_cuda),
-	       atomic_load(&dom->copy_errors), dom->id, (int)getpid());
+	       atomic_load(&dom->copy_errors), dom->id, (int)getpid(),
+	       atomic_load(&dom->device_mismatch), th_cuda_ops_in_use(dom));
 }
 
 /* The live CUDA MR holding [buf, buf+len), or NULL. */
@@ -135,14 +138,25 @@ static struct fi_ops th_mr_fi_ops = {
 	.ops_set = th_no_ops_set,
 };
 
+/* FI_MR_DMABUF and struct fi_mr_dmabuf of libfabric 1.20 (the 1.17 headers lack
+ * them): with the flag, attr->mr_iov points at fi_mr_dmabuf entries instead. */
+#define TH_MR_DMABUF (1ULL << 40)
+struct th_mr_dmabuf {
+	int fd;
+	uint64_t offset;
+	size_t len;
+	void *base_addr;
+};
+
 static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_t flags,
 			 struct fid_mr **mr_fid)
 {
 	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
+	struct iovec iov[TH_IOV_MAX];
 	struct fi_mr_attr battr;
 	struct th_mr *mr;
 	size_t i, len = 0;
-	int device, ret;
+	int device, cuda_dev, dmabuf = !!(flags & TH_MR_DMABUF), ret;
 
 	if (!attr || !mr_fid || attr->iov_count > TH_IOV_MAX || (attr->iov_count && !attr->mr_iov))
 		return -FI_EINVAL;
@@ -150,18 +164,27 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 		th_log("reg iface=%s refused=ENOSYS dom=%u", th_iface_name(attr->iface), dom->id);
 		return -FI_ENOSYS;
 	}
-	for (i = 0; i < attr->iov_count; i++)
-		len += attr->mr_iov[i].iov_len;
+	for (i = 0; i < attr->iov_count; i++) {
+		if (dmabuf) {
+			const struct th_mr_dmabuf *d =
+				(const struct th_mr_dmabuf *)(const void *)attr->mr_iov + i;
+
+			/* the fd is only needed by a NIC; the address range is what
+			 * the copies and the base registration use */
+			iov[i].iov_base = d->base_addr;
+			iov[i].iov_len = d->len;
+		} else {
+			iov[i] = attr->mr_iov[i];
+		}
+		len += iov[i].iov_len;
+	}
 	device = attr->iface == FI_HMEM_CUDA ? attr->device.cuda : 0;
+	cuda_dev = device;
 
 	if (attr->iface == FI_HMEM_CUDA && dom->cuda) {
-		for (i = 0; i < attr->iov_count; i++) {
-			if (!th_cuda_is_device(dom, attr->mr_iov[i].iov_base)) {
-				th_log("error reg-not-device iface=cuda device=%d len=%zu dom=%u",
-				       device, len, dom->id);
-				return -FI_EINVAL;
-			}
-		}
+		ret = th_cuda_reg_device(dom, iov, attr->iov_count, device, &cuda_dev);
+		if (ret)
+			return ret;
 	}
 
 	mr = calloc(1, sizeof(*mr));
@@ -169,9 +192,11 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 		return -FI_ENOMEM;
 	/* underneath, every buffer is host memory to the base provider */
 	battr = *attr;
+	battr.mr_iov = iov;
 	battr.iface = FI_HMEM_SYSTEM;
 	battr.device.reserved = 0;
-	ret = fi_mr_regattr(dom->base, &battr, flags & ~FI_HMEM_DEVICE_ONLY, &mr->base);
+	ret = fi_mr_regattr(dom->base, &battr, flags & ~(FI_HMEM_DEVICE_ONLY | TH_MR_DMABUF),
+			    &mr->base);
 	if (ret) {
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " failed=%d dom=%u",
 		       th_iface_name(attr->iface), device, len, attr->access, ret, dom->id);
@@ -183,9 +208,10 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	mr->domain = dom;
 	mr->iface = attr->iface;
 	mr->device = device;
+	mr->cuda_dev = cuda_dev;
 	mr->access = attr->access;
 	mr->iov_count = attr->iov_count;
-	memcpy(mr->iov, attr->mr_iov, attr->iov_count * sizeof(struct iovec));
+	memcpy(mr->iov, iov, attr->iov_count * sizeof(struct iovec));
 	mr->len = len;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
 	mr->mr_fid.fid.context = attr->context;
@@ -203,8 +229,14 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	}
 	atomic_fetch_add(&dom->counts[th_mr_is_cuda(mr) ? TH_IF_CUDA : TH_IF_SYSTEM].regs, 1);
 	atomic_fetch_add(&dom->ref, 1);
-	th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u",
-	       th_iface_name(mr->iface), device, len, mr->access, dom->id);
+	if (mr->iface == FI_HMEM_CUDA && dom->cuda)
+		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u cuda_dev=%d%s",
+		       th_iface_name(mr->iface), device, len, mr->access, dom->id, cuda_dev,
+		       dmabuf ? " dmabuf=1" : "");
+	else
+		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u%s",
+		       th_iface_name(mr->iface), device, len, mr->access, dom->id,
+		       dmabuf ? " dmabuf=1" : "");
 	*mr_fid = &mr->mr_fid;
 	return 0;
 }
@@ -426,8 +458,119 @@ static void th_cq_store(enum fi_cq_format format, void *buf, size_t i,
 	}
 }
 
-/* cuda mode: finishes our ops among n base entries, gives the caller's contexts
- * back, drops completions the caller did not ask for, and stores the rest. */
+static const char *th_comp_kind(uint64_t flags)
+{
+	if (flags & FI_RMA)
+		return flags & FI_READ ? "read" : "write";
+	if (flags & FI_RECV)
+		return flags & FI_TAGGED ? "trecv" : "recv";
+	if (flags & FI_SEND)
+		return flags & FI_TAGGED ? "tsend" : "send";
+	return "?";
+}
+
+/* TESTHMEM_TRACE: one line per completion handed to the caller. */
+static void th_trace_comp(struct th_cq *cq, const struct th_op *op, void *ctx, uint64_t flags,
+			  size_t len, uint64_t tag, int err)
+{
+	TH_TRACE(cq->domain, 1,
+		 "trace comp op=%s iface=%s dev=%d len=%zu tag=0x%llx ctx=%p err=%d dom=%u",
+		 op ? op->name : th_comp_kind(flags), op ? "cuda" : "system", op ? op->dev : -1,
+		 len, (unsigned long long)tag, ctx, err, cq->domain->id);
+}
+
+/* Host mode: the entries were read straight into the caller's buffer. */
+static void th_trace_read(struct th_cq *cq, const void *buf, ssize_t n)
+{
+	ssize_t i;
+
+	for (i = 0; i < n; i++) {
+		const char *slot = (const char *)buf + (size_t)i * th_cq_entry_size(cq->format);
+		struct fi_cq_tagged_entry e;
+
+		memset(&e, 0, sizeof(e));
+		memcpy(&e, slot, th_cq_entry_size(cq->format));
+		if (cq->format == FI_CQ_FORMAT_DATA) /* data sits where tag would */
+			e.tag = 0;
+		th_trace_comp(cq, NULL, e.op_context, e.flags, e.len, e.tag, 0);
+	}
+}
+
+int th_cq_push_err(struct th_cq *cq, const struct fi_cq_err_entry *e, const char *text)
+{
+	struct th_cq_err *q = calloc(1, sizeof(*q));
+
+	if (!q)
+		return -FI_ENOMEM;
+	q->e = *e;
+	snprintf(q->text, sizeof(q->text), "%s", text ? text : "testhmem: CUDA copy failed");
+	pthread_mutex_lock(&cq->err_lock);
+	if (cq->errs_tail)
+		cq->errs_tail->next = q;
+	else
+		cq->errs = q;
+	cq->errs_tail = q;
+	atomic_fetch_add(&cq->nerrs, 1);
+	pthread_mutex_unlock(&cq->err_lock);
+	return 0;
+}
+
+/* Points the caller's err_data at our text: copied into the caller's buffer when
+ * it gave one (err_data_size > 0), else our own storage, valid until the next
+ * fi_cq_readerr. cq->err_lock held. */
+static void th_cq_set_err_data(struct th_cq *cq, struct fi_cq_err_entry *buf, const char *text)
+{
+	size_t n = strlen(text) + 1;
+
+	if (buf->err_data && buf->err_data_size > 0) {
+		if (n > buf->err_data_size)
+			n = buf->err_data_size;
+		memcpy(buf->err_data, text, n);
+		((char *)buf->err_data)[n - 1] = '\0';
+		buf->err_data_size = n;
+	} else {
+		snprintf(cq->err_text, sizeof(cq->err_text), "%s", text);
+		buf->err_data = cq->err_text;
+		buf->err_data_size = strlen(cq->err_text) + 1;
+	}
+	cq->err_data_ours = buf->err_data;
+}
+
+/* Pops one of our error entries into buf: 1, or 0 when there is none. */
+static ssize_t th_cq_pop_err(struct th_cq *cq, struct fi_cq_err_entry *buf)
+{
+	struct th_cq_err *q;
+	void *udata;
+	size_t usize;
+
+	if (!atomic_load(&cq->nerrs))
+		return 0;
+	pthread_mutex_lock(&cq->err_lock);
+	q = cq->errs;
+	if (!q) {
+		pthread_mutex_unlock(&cq->err_lock);
+		return 0;
+	}
+	cq->errs = q->next;
+	if (!cq->errs)
+		cq->errs_tail = NULL;
+	atomic_fetch_sub(&cq->nerrs, 1);
+	udata = buf->err_data;
+	usize = buf->err_data_size;
+	/* only the 1.17 fields: the caller's entry may be larger, never smaller */
+	*buf = q->e;
+	buf->err_data = udata;
+	buf->err_data_size = usize;
+	th_cq_set_err_data(cq, buf, q->text);
+	pthread_mutex_unlock(&cq->err_lock);
+	free(q);
+	return 1;
+}
+
+/* cuda mode: finishes our ops among n base entries (copying received data to the
+ * device), gives the caller's contexts back, drops completions the caller did not
+ * ask for, queues an error completion for each op whose copy failed, and stores
+ * the rest in the caller's format. */
 static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, ssize_t n,
 			    void *buf, fi_addr_t *src_addr)
 {
@@ -437,21 +580,48 @@ static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, s
 		struct th_op *op = th_op_from_ctx(cq->domain, ents[i].op_context);
 
 		if (op) {
+			struct th_op info = *op; /* for the log: op is freed below */
+			struct th_copy_err cerr;
 			int want = op->want_comp;
 
 			if (ents[i].buf)
 				ents[i].buf = op->iov_count ? op->iov[0].iov_base : NULL;
 			ents[i].op_context = op->user_ctx;
-			th_op_complete(cq->domain, op, ents[i].len, 1);
+			if (th_op_finish(cq->domain, op, ents[i].len, 1, &cerr)) {
+				struct fi_cq_err_entry e;
+
+				memset(&e, 0, sizeof(e));
+				e.op_context = ents[i].op_context;
+				e.flags = ents[i].flags;
+				e.len = ents[i].len;
+				e.buf = ents[i].buf;
+				e.data = ents[i].data;
+				e.tag = ents[i].tag;
+				e.err = FI_EIO;
+				e.prov_errno = cerr.result;
+				if (th_cq_push_err(cq, &e, cerr.text))
+					th_log("error lost-completion reason=ENOMEM dom=%u",
+					       cq->domain->id);
+				th_trace_comp(cq, &info, e.op_context, e.flags, e.len, e.tag,
+					      FI_EIO);
+				continue;
+			}
+			th_trace_comp(cq, &info, ents[i].op_context, ents[i].flags, ents[i].len,
+				      ents[i].tag, 0);
 			if (!want)
 				continue;
+		} else {
+			th_trace_comp(cq, NULL, ents[i].op_context, ents[i].flags, ents[i].len,
+				      ents[i].tag, 0);
 		}
 		th_cq_store(cq->format, buf, (size_t)out, &ents[i]);
 		if (src_addr)
 			src_addr[out] = src_addr[i];
 		out++;
 	}
-	return out ? out : -FI_EAGAIN;
+	if (out)
+		return out;
+	return atomic_load(&cq->nerrs) ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
 static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
@@ -459,18 +629,30 @@ static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
-	ssize_t n;
+	ssize_t n, out;
 
-	if (!cq->translate)
-		return src_addr ? fi_cq_readfrom(cq->base, buf, count, src_addr)
-				: fi_cq_read(cq->base, buf, count);
+	if (!cq->translate) {
+		n = src_addr ? fi_cq_readfrom(cq->base, buf, count, src_addr)
+			     : fi_cq_read(cq->base, buf, count);
+		if (n > 0 && cq->domain->trace)
+			th_trace_read(cq, buf, n);
+		return n;
+	}
 	if (count > TH_CQ_BATCH)
 		count = TH_CQ_BATCH;
-	n = src_addr ? fi_cq_readfrom(cq->base, ents, count, src_addr)
-		     : fi_cq_read(cq->base, ents, count);
-	if (n <= 0)
-		return n;
-	return th_cq_finish(cq, ents, n, buf, src_addr);
+	for (;;) {
+		/* our error completions first: the caller reads them with readerr */
+		if (atomic_load(&cq->nerrs))
+			return -FI_EAVAIL;
+		n = src_addr ? fi_cq_readfrom(cq->base, ents, count, src_addr)
+			     : fi_cq_read(cq->base, ents, count);
+		if (n <= 0)
+			return n;
+		out = th_cq_finish(cq, ents, n, buf, src_addr);
+		/* a full batch of completions nobody asked for: there may be more */
+		if (out != -FI_EAGAIN || (size_t)n < count)
+			return out;
+	}
 }
 
 static ssize_t th_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
@@ -485,9 +667,15 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
 	ssize_t n;
 
-	if (!cq->translate)
-		return src_addr ? fi_cq_sreadfrom(cq->base, buf, count, src_addr, cond, timeout)
-				: fi_cq_sread(cq->base, buf, count, cond, timeout);
+	if (!cq->translate) {
+		n = src_addr ? fi_cq_sreadfrom(cq->base, buf, count, src_addr, cond, timeout)
+			     : fi_cq_sread(cq->base, buf, count, cond, timeout);
+		if (n > 0 && cq->domain->trace)
+			th_trace_read(cq, buf, n);
+		return n;
+	}
+	if (atomic_load(&cq->nerrs))
+		return -FI_EAVAIL;
 	if (count > TH_CQ_BATCH)
 		count = TH_CQ_BATCH;
 	n = src_addr ? fi_cq_sreadfrom(cq->base, ents, count, src_addr, cond, timeout)
@@ -507,18 +695,44 @@ static ssize_t th_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 			     uint64_t flags)
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
-	ssize_t ret = fi_cq_readerr(cq->base, buf, flags);
-	struct th_op *op;
+	struct th_copy_err cerr;
+	struct th_op *op, info;
+	ssize_t ret;
+	int copy, failed;
 
-	if (ret <= 0 || !cq->translate)
+	if (!buf)
+		return -FI_EINVAL;
+	ret = th_cq_pop_err(cq, buf);
+	if (ret)
+		return ret; /* traced when it was queued */
+	ret = fi_cq_readerr(cq->base, buf, flags);
+	if (ret <= 0)
 		return ret;
-	op = th_op_from_ctx(cq->domain, buf->op_context);
-	if (op) {
-		if (buf->buf)
-			buf->buf = op->iov_count ? op->iov[0].iov_base : NULL;
-		buf->op_context = op->user_ctx;
-		th_op_complete(cq->domain, op, 0, 0);
+	/* the base's err_data (perhaps in the caller's buffer that held ours before) */
+	pthread_mutex_lock(&cq->err_lock);
+	cq->err_data_ours = NULL;
+	pthread_mutex_unlock(&cq->err_lock);
+	op = cq->translate ? th_op_from_ctx(cq->domain, buf->op_context) : NULL;
+	if (!op) {
+		th_trace_comp(cq, NULL, buf->op_context, buf->flags, buf->len, buf->tag, buf->err);
+		return ret;
 	}
+	info = *op;
+	if (buf->buf)
+		buf->buf = op->iov_count ? op->iov[0].iov_base : NULL;
+	buf->op_context = op->user_ctx;
+	/* a truncated receive still delivers the bytes that fit (shm of libfabric 1.17
+	 * reports err = -FI_ETRUNC, and len 0) */
+	copy = (buf->err == FI_ETRUNC || buf->err == -FI_ETRUNC) && op->kind == TH_OP_RECV;
+	failed = th_op_finish(cq->domain, op, buf->len, copy, &cerr);
+	if (failed) {
+		buf->err = FI_EIO;
+		buf->prov_errno = cerr.result;
+		pthread_mutex_lock(&cq->err_lock);
+		th_cq_set_err_data(cq, buf, cerr.text);
+		pthread_mutex_unlock(&cq->err_lock);
+	}
+	th_trace_comp(cq, &info, buf->op_context, buf->flags, buf->len, buf->tag, buf->err);
 	return ret;
 }
 
@@ -534,6 +748,14 @@ static const char *th_cq_strerror(struct fid_cq *cq_fid, int prov_errno, const v
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 
+	if (err_data && err_data == cq->err_data_ours) {
+		/* one of ours: err_data holds the sentence */
+		if (buf && len) {
+			snprintf(buf, len, "%s", (const char *)err_data);
+			return buf;
+		}
+		return err_data;
+	}
 	return fi_cq_strerror(cq->base, prov_errno, err_data, buf, len);
 }
 
@@ -547,6 +769,13 @@ static int th_cq_close(struct fid *fid)
 	ret = fi_close(&cq->base->fid);
 	if (ret)
 		return ret;
+	while (cq->errs) {
+		struct th_cq_err *q = cq->errs;
+
+		cq->errs = q->next;
+		free(q);
+	}
+	pthread_mutex_destroy(&cq->err_lock);
 	atomic_fetch_sub(&cq->domain->ref, 1);
 	free(cq);
 	return 0;
@@ -596,6 +825,7 @@ static int th_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct
 	if (!cq)
 		return -FI_ENOMEM;
 	cq->domain = dom;
+	pthread_mutex_init(&cq->err_lock, NULL);
 	cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
 	battr = *attr;
 	if (dom->cuda) {
@@ -605,6 +835,7 @@ static int th_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct
 	}
 	ret = fi_cq_open(dom->base, &battr, &cq->base, context);
 	if (ret) {
+		pthread_mutex_destroy(&cq->err_lock);
 		free(cq);
 		return ret;
 	}
@@ -863,6 +1094,7 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom->fabric = fab;
 	dom->id = atomic_fetch_add(&th_next_domain_id, 1) + 1;
 	dom->mode = th_mode_from_env();
+	dom->trace = th_trace_level();
 	pthread_mutex_init(&dom->lock, NULL);
 	if (dom->mode == TH_MODE_CUDA) {
 		ret = th_cuda_domain_init(dom);
@@ -880,8 +1112,13 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom->domain_fid.ops = &th_domain_ops;
 	dom->domain_fid.mr = &th_mr_ops;
 	atomic_fetch_add(&fab->ref, 1);
-	th_log("domain open mode=%s base=%s dom=%u pid=%d",
-	       dom->mode == TH_MODE_CUDA ? "cuda" : "host", fab->base_name, dom->id, (int)getpid());
+	if (dom->cuda)
+		th_log("domain open mode=cuda base=%s dom=%u pid=%d devices=%d bounce=%s trace=%d",
+		       fab->base_name, dom->id, (int)getpid(), th_cuda_ndev(dom),
+		       th_cuda_bounce_mode(dom), dom->trace);
+	else
+		th_log("domain open mode=host base=%s dom=%u pid=%d trace=%d", fab->base_name,
+		       dom->id, (int)getpid(), dom->trace);
 	*domain = &dom->domain_fid;
 	return 0;
 }

@@ -234,16 +234,18 @@ static uint64_t th_xfer_flags(const struct th_ep *ep, const struct th_xfer *x, i
 	return flags | FI_COMPLETION; /* we need every completion to free the bounce */
 }
 
-/* Gathers the caller's buffers into b (device ones through CUDA copies). */
-static int th_gather(struct th_domain *dom, const struct iovec *iov, const int *cuda,
-		     size_t count, char *dst)
+/* Gathers the caller's buffers into dst (device ones through CUDA copies). */
+static int th_gather(struct th_domain *dom, const struct iovec *iov, const int *dev,
+		     size_t count, char *dst, const char *name, uint64_t tag,
+		     struct th_copy_err *err)
 {
 	size_t i;
 	int ret;
 
 	for (i = 0; i < count; i++) {
-		if (cuda[i]) {
-			ret = th_cuda_d2h(dom, dst, iov[i].iov_base, iov[i].iov_len);
+		if (dev[i] >= 0) {
+			ret = th_cuda_copy(dom, dev[i], dst, iov[i].iov_base, iov[i].iov_len, 0,
+					   name, tag, err);
 			if (ret)
 				return ret;
 		} else {
@@ -254,19 +256,60 @@ static int th_gather(struct th_domain *dom, const struct iovec *iov, const int *
 	return 0;
 }
 
+static const char *th_comp_name(uint64_t flags)
+{
+	if (flags & FI_RMA)
+		return "write";
+	return flags & FI_TAGGED ? "tsend" : "send";
+}
+
+/* A transmit whose copy from the device failed: it completes in error on the
+ * transmit CQ (the base never saw it). Returns 0, or the error when there is no
+ * CQ to carry it. */
+static int th_tx_copy_failed(struct th_ep *ep, void *context, uint64_t flags, uint64_t tag,
+			     int dev, const struct th_copy_err *cerr)
+{
+	struct fi_cq_err_entry e;
+
+	if (!ep->tx_cq)
+		return -FI_EIO;
+	memset(&e, 0, sizeof(e));
+	e.op_context = context;
+	e.flags = flags;
+	e.tag = tag;
+	e.err = FI_EIO;
+	e.prov_errno = cerr->result;
+	if (th_cq_push_err(ep->tx_cq, &e, cerr->text))
+		return -FI_EIO;
+	TH_TRACE(ep->domain, 1,
+		 "trace comp op=%s iface=cuda dev=%d len=0 tag=0x%llx ctx=%p err=%d dom=%u",
+		 th_comp_name(flags), dev, (unsigned long long)tag, context, FI_EIO,
+		 ep->domain->id);
+	return 0;
+}
+
+static uint64_t th_xfer_comp_flags(const struct th_xfer *x)
+{
+	return (x->is_recv ? FI_RECV : FI_SEND) | (x->tagged ? FI_TAGGED : FI_MSG);
+}
+
 /* cuda mode, an operation on CUDA memory: one bounce buffer, one base msg call. */
-static ssize_t th_xfer_bounce(struct th_ep *ep, const struct th_xfer *x, const int *cuda,
-			      size_t total)
+static ssize_t th_xfer_bounce(struct th_ep *ep, const struct th_xfer *x, const int *dev,
+			      int first_dev, size_t total)
 {
 	struct th_domain *dom = ep->domain;
+	struct th_copy_err cerr;
 	struct th_bounce *b;
 	struct iovec biov;
 	struct th_op *op;
 	uint64_t flags;
+	int want;
 	ssize_t ret;
 	size_t i;
 
-	if (x->call == TH_CALL_MSG && (x->flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM))) {
+	flags = th_xfer_flags(ep, x, &want);
+	/* also when they come from the endpoint's default op flags */
+	if (flags & (FI_MULTI_RECV | FI_PEEK | FI_CLAIM)) {
 		th_log("error unsupported op=%s flags=multi_recv|peek|claim on cuda memory "
 		       "dom=%u",
 		       x->name, dom->id);
@@ -275,25 +318,32 @@ static ssize_t th_xfer_bounce(struct th_ep *ep, const struct th_xfer *x, const i
 	op = th_op_get(dom);
 	if (!op)
 		return -FI_EAGAIN;
-	b = th_bounce_get(dom, total ? total : 1);
+	b = th_bounce_get(dom, total ? total : 1, first_dev);
 	if (!b) {
 		th_op_put(dom, op);
 		return -FI_ENOMEM;
 	}
 	op->kind = x->is_recv ? TH_OP_RECV : TH_OP_SEND;
 	op->user_ctx = x->context;
+	op->name = x->name;
+	op->tag = x->tag;
+	op->dev = first_dev;
+	op->want_comp = want;
 	op->bounce = b;
 	op->len = total;
 	op->iov_count = x->count;
 	for (i = 0; i < x->count; i++) {
 		op->iov[i] = x->iov[i];
-		op->iov_cuda[i] = cuda[i];
+		op->iov_dev[i] = dev[i];
 	}
-	flags = th_xfer_flags(ep, x, &op->want_comp);
 	if (!x->is_recv) {
-		ret = th_gather(dom, x->iov, cuda, x->count, b->buf);
-		if (ret)
-			goto err;
+		ret = th_gather(dom, x->iov, dev, x->count, b->buf, x->name, x->tag, &cerr);
+		if (ret) {
+			th_bounce_put(dom, b);
+			th_op_put(dom, op);
+			return th_tx_copy_failed(ep, x->context, th_xfer_comp_flags(x), x->tag,
+						 first_dev, &cerr);
+		}
 	}
 	biov.iov_base = b->buf;
 	biov.iov_len = total;
@@ -307,20 +357,28 @@ static ssize_t th_xfer_bounce(struct th_ep *ep, const struct th_xfer *x, const i
 
 		ret = x->is_recv ? fi_recvmsg(ep->base, &m, flags) : fi_sendmsg(ep->base, &m, flags);
 	}
-	if (ret)
-		goto err;
-	return 0;
-err:
-	th_bounce_put(dom, b);
-	th_op_put(dom, op);
+	if (ret) {
+		th_bounce_put(dom, b);
+		th_op_put(dom, op);
+	}
 	return ret;
+}
+
+/* TESTHMEM_TRACE: one line per data operation posted (-FI_EAGAIN only at level 2). */
+static void th_trace_post(struct th_domain *dom, const char *name, int cuda, int dev,
+			  size_t len, uint64_t tag, void *ctx, ssize_t ret)
+{
+	TH_TRACE(dom, ret == -FI_EAGAIN ? 2 : 1,
+		 "trace op=%s iface=%s dev=%d len=%zu tag=0x%llx ctx=%p ret=%zd dom=%u", name,
+		 cuda ? "cuda" : "system", cuda ? dev : -1, len, (unsigned long long)tag, ctx, ret,
+		 dom->id);
 }
 
 static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 {
 	struct th_domain *dom = ep->domain;
 	void *bdesc[TH_IOV_MAX];
-	int cuda[TH_IOV_MAX];
+	int dev[TH_IOV_MAX], first_dev = -1;
 	struct th_mr *mr, *cmr = NULL;
 	size_t i, total = 0;
 	ssize_t ret;
@@ -332,14 +390,16 @@ static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 			      x->desc ? x->desc[i] : NULL, &bdesc[i], &mr);
 		if (ret)
 			return ret;
-		cuda[i] = th_mr_is_cuda(mr);
-		if (cuda[i] && !cmr)
+		dev[i] = th_mr_is_cuda(mr) ? mr->cuda_dev : -1;
+		if (dev[i] >= 0 && !cmr) {
 			cmr = mr;
+			first_dev = dev[i];
+		}
 		total += x->iov[i].iov_len;
 	}
 
 	if (dom->cuda && cmr) {
-		ret = th_xfer_bounce(ep, x, cuda, total);
+		ret = th_xfer_bounce(ep, x, dev, first_dev, total);
 	} else if (x->tagged && x->is_recv) {
 		if (x->call == TH_CALL_PLAIN)
 			ret = fi_trecv(ep->base, x->iov[0].iov_base, x->iov[0].iov_len, bdesc[0],
@@ -397,10 +457,12 @@ static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 	}
 	if (!ret && !(x->call == TH_CALL_MSG && (x->flags & FI_PEEK)))
 		th_count(dom, cmr, x->is_recv, total);
+	th_trace_post(dom, x->name, cmr != NULL, first_dev, total, x->tag, x->context, ret);
 	return ret;
 }
 
-/* inject: no desc, no completion; device memory found by address. */
+/* inject: no desc, no completion; device memory found by address. A failed copy
+ * from the device has no completion to carry it: the call fails (-FI_EIO). */
 static ssize_t th_inject(struct th_ep *ep, const char *name, int tagged, const void *buf,
 			 size_t len, int has_data, uint64_t data, fi_addr_t dest, uint64_t tag)
 {
@@ -415,9 +477,10 @@ static ssize_t th_inject(struct th_ep *ep, const char *name, int tagged, const v
 		tmp = malloc(len);
 		if (!tmp)
 			return -FI_ENOMEM;
-		ret = th_cuda_d2h(dom, tmp, buf, len);
+		ret = th_cuda_copy(dom, mr->cuda_dev, tmp, buf, len, 0, name, tag, NULL);
 		if (ret) {
 			free(tmp);
+			th_trace_post(dom, name, 1, mr->cuda_dev, len, tag, NULL, ret);
 			return ret;
 		}
 		buf = tmp;
@@ -433,7 +496,7 @@ static ssize_t th_inject(struct th_ep *ep, const char *name, int tagged, const v
 		th_count(dom, mr, 0, len);
 		atomic_fetch_add(&dom->counts[mr ? TH_IF_CUDA : TH_IF_SYSTEM].injects, 1);
 	}
-	(void)name;
+	th_trace_post(dom, name, mr != NULL, mr ? mr->cuda_dev : -1, len, tag, NULL, ret);
 	return ret;
 }
 
@@ -637,43 +700,52 @@ struct th_rma {
 	uint64_t flags; /* TH_CALL_MSG: the caller's */
 };
 
-static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int *cuda,
-			     size_t total)
+static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int *dev,
+			     int first_dev, size_t total)
 {
 	struct th_domain *dom = ep->domain;
 	/* RMA completions are transmit completions */
 	struct th_xfer x = { r->name, 0, 0, r->call, NULL, NULL, 0, r->addr, 0, 0, r->data,
 			     r->context, r->flags };
+	struct th_copy_err cerr;
 	struct fi_msg_rma m;
 	struct th_bounce *b;
 	struct iovec biov;
 	struct th_op *op;
 	uint64_t flags;
+	int want;
 	ssize_t ret;
 	size_t i;
 
+	flags = th_xfer_flags(ep, &x, &want);
 	op = th_op_get(dom);
 	if (!op)
 		return -FI_EAGAIN;
-	b = th_bounce_get(dom, total ? total : 1);
+	b = th_bounce_get(dom, total ? total : 1, first_dev);
 	if (!b) {
 		th_op_put(dom, op);
 		return -FI_ENOMEM;
 	}
 	op->kind = r->is_read ? TH_OP_READ : TH_OP_WRITE;
 	op->user_ctx = r->context;
+	op->name = r->name;
+	op->dev = first_dev;
+	op->want_comp = want;
 	op->bounce = b;
 	op->len = total;
 	op->iov_count = r->count;
 	for (i = 0; i < r->count; i++) {
 		op->iov[i] = r->iov[i];
-		op->iov_cuda[i] = cuda[i];
+		op->iov_dev[i] = dev[i];
 	}
-	flags = th_xfer_flags(ep, &x, &op->want_comp);
 	if (!r->is_read) {
-		ret = th_gather(dom, r->iov, cuda, r->count, b->buf);
-		if (ret)
-			goto err;
+		ret = th_gather(dom, r->iov, dev, r->count, b->buf, r->name, 0, &cerr);
+		if (ret) {
+			th_bounce_put(dom, b);
+			th_op_put(dom, op);
+			return th_tx_copy_failed(ep, r->context, FI_RMA | FI_WRITE, 0, first_dev,
+						 &cerr);
+		}
 	}
 	biov.iov_base = b->buf;
 	biov.iov_len = total;
@@ -686,12 +758,10 @@ static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int
 	m.context = op;
 	m.data = r->data;
 	ret = r->is_read ? fi_readmsg(ep->base, &m, flags) : fi_writemsg(ep->base, &m, flags);
-	if (ret)
-		goto err;
-	return 0;
-err:
-	th_bounce_put(dom, b);
-	th_op_put(dom, op);
+	if (ret) {
+		th_bounce_put(dom, b);
+		th_op_put(dom, op);
+	}
 	return ret;
 }
 
@@ -699,7 +769,7 @@ static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
 {
 	struct th_domain *dom = ep->domain;
 	void *bdesc[TH_IOV_MAX];
-	int cuda[TH_IOV_MAX];
+	int dev[TH_IOV_MAX], first_dev = -1;
 	struct th_mr *mr, *cmr = NULL;
 	size_t i, total = 0;
 	ssize_t ret;
@@ -711,14 +781,16 @@ static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
 			      r->desc ? r->desc[i] : NULL, &bdesc[i], &mr);
 		if (ret)
 			return ret;
-		cuda[i] = th_mr_is_cuda(mr);
-		if (cuda[i] && !cmr)
+		dev[i] = th_mr_is_cuda(mr) ? mr->cuda_dev : -1;
+		if (dev[i] >= 0 && !cmr) {
 			cmr = mr;
+			first_dev = dev[i];
+		}
 		total += r->iov[i].iov_len;
 	}
 
 	if (dom->cuda && cmr) {
-		ret = th_rma_bounce(ep, r, cuda, total);
+		ret = th_rma_bounce(ep, r, dev, first_dev, total);
 	} else if (r->is_read) {
 		if (r->call == TH_CALL_PLAIN)
 			ret = fi_read(ep->base, r->iov[0].iov_base, r->iov[0].iov_len, bdesc[0],
@@ -756,6 +828,7 @@ static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
 		atomic_fetch_add(r->is_read ? &c->reads : &c->writes, 1);
 		atomic_fetch_add(&c->rma_bytes, total);
 	}
+	th_trace_post(dom, r->name, cmr != NULL, first_dev, total, 0, r->context, ret);
 	return ret;
 }
 
@@ -851,9 +924,10 @@ static ssize_t th_rma_inject(struct th_ep *ep, const void *buf, size_t len, int 
 		tmp = malloc(len);
 		if (!tmp)
 			return -FI_ENOMEM;
-		ret = th_cuda_d2h(dom, tmp, buf, len);
+		ret = th_cuda_copy(dom, mr->cuda_dev, tmp, buf, len, 0, "inject_write", 0, NULL);
 		if (ret) {
 			free(tmp);
+			th_trace_post(dom, "inject_write", 1, mr->cuda_dev, len, 0, NULL, ret);
 			return ret;
 		}
 		buf = tmp;
@@ -868,6 +942,7 @@ static ssize_t th_rma_inject(struct th_ep *ep, const void *buf, size_t len, int 
 		atomic_fetch_add(&c->rma_bytes, len);
 		atomic_fetch_add(&c->injects, 1);
 	}
+	th_trace_post(dom, "inject_write", mr != NULL, mr ? mr->cuda_dev : -1, len, 0, NULL, ret);
 	return ret;
 }
 
@@ -1145,8 +1220,11 @@ static ssize_t th_ep_cancel(fid_t fid, void *context)
 {
 	struct th_ep *ep = container_of(fid, struct th_ep, ep_fid.fid);
 	struct th_op *op = th_op_find_user(ep->domain, context);
+	ssize_t ret = fi_cancel(&ep->base->fid, op ? (void *)op : context);
 
-	return fi_cancel(&ep->base->fid, op ? (void *)op : context);
+	TH_TRACE(ep->domain, 1, "trace cancel iface=%s ctx=%p ret=%zd dom=%u",
+		 op ? "cuda" : "system", context, ret, ep->domain->id);
+	return ret;
 }
 
 static int th_no_tx_ctx(struct fid_ep *sep, int index, struct fi_tx_attr *attr,

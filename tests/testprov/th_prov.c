@@ -82,6 +82,13 @@ enum th_mode th_mode_from_env(void)
 	return TH_MODE_HOST;
 }
 
+int th_trace_level(void)
+{
+	const char *env = getenv("TESTHMEM_TRACE");
+
+	return env && *env ? atoi(env) : 0;
+}
+
 const char *th_iface_name(enum fi_hmem_iface iface)
 {
 	switch (iface) {
