@@ -17,10 +17,11 @@
  * device B's memory on a stream of device A (CUDA_ERROR_INVALID_VALUE, seen on an
  * H200 pair without peer access); the stub mimics that.
  *
- * Bounce buffers (TESTHMEM_BOUNCE): "pinned" (default) allocates them with
- * cuMemAllocHost_v2 in the context of the device they first serve (portable to all
- * contexts under unified addressing), "pageable" with posix_memalign: no CUDA
- * allocation ever happens on the data path then.
+ * Bounce buffers (TESTHMEM_BOUNCE): "pageable" (default) allocates them with
+ * posix_memalign: no CUDA allocation ever happens on the data path. "pinned" uses
+ * cuMemAllocHost_v2 in the context of the device they first serve; on a real GPU
+ * that call waited behind NCCL's running kernel (one process per GPU, H200,
+ * CUDA 13): a deadlock, which is exactly why NCCL forbids CUDA calls under it.
  */
 #include "testhmem.h"
 
@@ -282,10 +283,10 @@ int th_cuda_domain_init(struct th_domain *dom)
 	pthread_mutex_init(&cd->lock, NULL);
 	cd->next_key = 0x7e57b0b000000000ULL;
 	env = getenv("TESTHMEM_BOUNCE");
-	cd->pinned = !env || !*env || strcmp(env, "pageable");
+	cd->pinned = env && !strcmp(env, "pinned");
 	if (env && *env && strcmp(env, "pageable") && strcmp(env, "pinned"))
 		FI_WARN(&th_prov, FI_LOG_DOMAIN,
-			"TESTHMEM_BOUNCE=%s unknown (pinned|pageable): using pinned\n", env);
+			"TESTHMEM_BOUNCE=%s unknown (pinned|pageable): using pageable\n", env);
 	dom->cuda = cd;
 	return 0;
 }

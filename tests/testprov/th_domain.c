@@ -166,8 +166,11 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	}
 	for (i = 0; i < attr->iov_count; i++) {
 		if (dmabuf) {
-			const struct th_mr_dmabuf *d =
-				(const struct th_mr_dmabuf *)(const void *)attr->mr_iov + i;
+			/* the same pointer holds fi_mr_dmabuf entries; the barrier keeps
+			 * the compiler from judging them by the iovec it may have seen */
+			const void *base = attr->mr_iov;
+			__asm__("" : "+r"(base));
+			const struct th_mr_dmabuf *d = (const struct th_mr_dmabuf *)base + i;
 
 			/* the fd is only needed by a NIC; the address range is what
 			 * the copies and the base registration use */
