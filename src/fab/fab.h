@@ -26,6 +26,8 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
 #include "policy/policy.h"
 #include "util/list.h"
@@ -109,6 +111,7 @@ struct fab_domain {
 	uint64_t next_key;
 	int mr_mode;
 	bool hmem, rma;
+	bool serialize;             /* provider quirk, see fab_domain_open */
 	int expected_cuda_rc;
 	int cq_batch;
 	char name[FAB_NAME_LEN];
@@ -194,7 +197,56 @@ struct fab_ep {
 	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
+	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
 };
+
+/* Every libfabric data call goes through these, so a provider quirk lives in
+ * one place. cq_lock is recursive: completion callbacks post while holding it. */
+static inline void fab_ep_enter(struct fab_ep *ep)
+{
+	if (ep->serialize)
+		pthread_mutex_lock(&ep->cq_lock);
+}
+
+static inline void fab_ep_leave(struct fab_ep *ep)
+{
+	if (ep->serialize)
+		pthread_mutex_unlock(&ep->cq_lock);
+}
+
+static inline ssize_t fab_ep_tsend(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+				   fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_tsend(ep->ep, buf, len, desc, dest, tag, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
+static inline ssize_t fab_ep_trecv(struct fab_ep *ep, void *buf, size_t len, void *desc,
+				   fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_trecv(ep->ep, buf, len, desc, src, tag, ignore, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
+static inline ssize_t fab_ep_read(struct fab_ep *ep, void *buf, size_t len, void *desc,
+				  fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_read(ep->ep, buf, len, desc, src, addr, key, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
+static inline void fab_ep_cancel(struct fab_ep *ep, void *ctx)
+{
+	fab_ep_enter(ep);
+	(void)fi_cancel(&ep->ep->fid, ctx);
+	fab_ep_leave(ep);
+}
 
 int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out);
 /* Stops its progress thread and closes the endpoint; no completion is

@@ -38,6 +38,16 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 		goto fail;
 	}
 	dom->mr_mode = dom->info->domain_attr->mr_mode;
+	/* Provider quirk: libfabric 1.17's shm loses messages (about 1 in 100
+	 * runs) when one thread posts while another reads the same endpoint's
+	 * CQ, though it claims FI_THREAD_SAFE. NCCL's one-process, many-GPU mode
+	 * does exactly that, so its endpoints serialize the two. */
+	dom->serialize = fab_policy_name_matches("shm", dom->info->fabric_attr->prov_name);
+	if (dom->serialize)
+		FAB_INFO(NCCL_INIT | NCCL_NET,
+			 "device %s: provider %s: posts and completion reads are serialized per "
+			 "endpoint (its multi-threaded posting is unreliable)",
+			 dom->name, dom->info->fabric_attr->prov_name);
 	dom->rma = (dom->info->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);

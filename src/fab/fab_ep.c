@@ -39,7 +39,12 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	ep->dom = dom;
 	ep->index = index;
 	ep->next_id = 1;
-	pthread_mutex_init(&ep->cq_lock, NULL);
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE); /* callbacks post under it */
+	pthread_mutex_init(&ep->cq_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	ep->serialize = dom->serialize;
 	pthread_mutex_init(&ep->lock, NULL);
 	for (int b = 0; b < FAB_EP_ID_BUCKETS; b++)
 		dlist_init(&ep->ids[b]);
@@ -341,9 +346,9 @@ void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj)
 
 static int pool_post(struct fab_rx_pool *p, int i)
 {
-	return (int)fi_trecv(p->ep->ep, p->mem + (size_t)i * p->size, p->size,
-			     p->mr ? p->mr->desc : NULL, FI_ADDR_UNSPEC, p->tag, p->ignore,
-			     &p->ops[i].ctx);
+	return (int)fab_ep_trecv(p->ep, p->mem + (size_t)i * p->size, p->size,
+				 p->mr ? p->mr->desc : NULL, FI_ADDR_UNSPEC, p->tag, p->ignore,
+				 &p->ops[i].ctx);
 }
 
 static void pool_mark(struct fab_rx_pool *p, int i)

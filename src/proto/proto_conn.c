@@ -132,7 +132,7 @@ static void op_done(struct proto_comm *c, struct fab_op *op)
 static void cancel_op(struct proto_comm *c, struct fab_op *op)
 {
 	if (atomic_load(&op->posted) && op->ep)
-		(void)fi_cancel(&op->ep->ep->fid, &op->ctx);
+		fab_ep_cancel(op->ep, &op->ctx);
 }
 
 void proto_comm_cancel_locked(struct proto_comm *c)
@@ -336,7 +336,7 @@ static int listen_post(struct proto_listen *l)
 	const struct proto_tag_layout *lay = &l->c.dev->layout;
 	atomic_store(&l->in_done, 0);
 	op_will_post(&l->c, &l->in_op);
-	ssize_t rc = fi_trecv(l->c.ep->ep, &l->in, sizeof(l->in), ctrl_desc(&l->c), FI_ADDR_UNSPEC,
+	ssize_t rc = fab_ep_trecv(l->c.ep, &l->in, sizeof(l->in), ctrl_desc(&l->c), FI_ADDR_UNSPEC,
 			      proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, l->id), 0, &l->in_op.ctx);
 	if (rc) {
 		op_not_posted(&l->c, &l->in_op);
@@ -549,7 +549,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 
 	if (!s->in_posted) {
 		op_will_post(&s->c, &s->in_op);
-		rc = fi_trecv(ep->ep, &s->in, sizeof(s->in), ctrl_desc(&s->c), FI_ADDR_UNSPEC,
+		rc = fab_ep_trecv(ep, &s->in, sizeof(s->in), ctrl_desc(&s->c), FI_ADDR_UNSPEC,
 			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, s->reply_id), 0, &s->in_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->in_op);
@@ -564,7 +564,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 	}
 	if (s->in_posted && !s->out_posted) {
 		op_will_post(&s->c, &s->out_op);
-		rc = fi_tsend(ep->ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0], s->listen_tag,
+		rc = fab_ep_tsend(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0], s->listen_tag,
 			      &s->out_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->out_op);
@@ -728,7 +728,7 @@ static int recv_post_ack(struct proto_recv *r)
 {
 	const struct proto_tag_layout *lay = &r->c.dev->layout;
 	op_will_post(&r->c, &r->ack_op);
-	ssize_t rc = fi_tsend(r->c.ep->ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
+	ssize_t rc = fab_ep_tsend(r->c.ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
 			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, r->reply_id), &r->ack_op.ctx);
 	if (rc) {
 		op_not_posted(&r->c, &r->ack_op);
@@ -751,7 +751,7 @@ static void listen_reject(struct proto_listen *l, const struct proto_msg *req, u
 	l->rej.nonce = req->nonce;
 	proto_msg_seal(&l->rej);
 	op_will_post(&l->c, &l->rej_op);
-	if (fi_tsend(l->c.ep->ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
+	if (fab_ep_tsend(l->c.ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
 		     proto_tag_ctrl(&l->c.dev->layout, PROTO_CTRL_ACCEPT, req->id), &l->rej_op.ctx))
 		op_not_posted(&l->c, &l->rej_op);
 	FAB_WARN(NCCL_NET, "accept on %s: refused a connection from %s: %s", l->c.dev->props.name,

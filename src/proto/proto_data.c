@@ -160,7 +160,7 @@ static int send_post_remaining(struct proto_send_req *q)
 		op->ep = c->rails[rail];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fi_tsend(op->ep->ep, buf, len, desc, s->peer[rail], wire, &op->ctx);
+		ssize_t rc = fab_ep_tsend(op->ep, buf, len, desc, s->peer[rail], wire, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
@@ -308,7 +308,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	} else {
 		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink && q->cts_sent) {
 			/* closing: the sender may still send this one; let it drain */
-			ssize_t rc = fi_trecv(op->ep->ep, r->sink, r->sink_len,
+			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
 					      r->sink_mr ? r->sink_mr->desc : NULL, FI_ADDR_UNSPEC,
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
@@ -374,7 +374,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		op->ep = c->rails[rail];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fi_trecv(op->ep->ep, (char *)q->data[i] + off, len, q->desc[i],
+		ssize_t rc = fab_ep_trecv(op->ep, (char *)q->data[i] + off, len, q->desc[i],
 				      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
@@ -387,7 +387,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->cts_op.ep = c->ep;
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fi_tsend(c->ep->ep, &q->cts,
+		ssize_t rc = fab_ep_tsend(c->ep, &q->cts,
 				      offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
 				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[0],
 				      proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id),
@@ -593,7 +593,7 @@ static int flush_post(struct proto_recv_req *q)
 	q->ops[0].ep = c->ep;
 	atomic_store(&q->ops[0].posted, 1);
 	atomic_fetch_add(&c->pending, 1);
-	ssize_t rc = fi_read(c->ep->ep, dom->flush_page, sizeof(uint64_t),
+	ssize_t rc = fab_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
 			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
 	if (rc) {
