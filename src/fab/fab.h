@@ -285,5 +285,8 @@ void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z);
 
 /* Text for a negative libfabric code (fi_strerror). */
 const char *fab_strerror(int rc);
+/* An error completion in words: libfabric's text and the provider's own. */
+void fab_cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
+		       size_t len);
 
 #endif

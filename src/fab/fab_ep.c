@@ -3,6 +3,7 @@
  * a device, and the progress loop that reads its completions.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -509,4 +510,11 @@ int fab_ep_start_progress_thread(struct fab_ep *ep)
 	}
 	ep->has_thread = true;
 	return 0;
+}
+
+void fab_cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
+		       size_t len)
+{
+	const char *prov = fi_cq_strerror(ep->cq, err->prov_errno, err->err_data, NULL, 0);
+	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
 }

@@ -288,13 +288,6 @@ static uint64_t random_u64(void)
 	return v;
 }
 
-static void cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
-			  size_t len)
-{
-	const char *prov = fi_cq_strerror(ep->cq, err->prov_errno, err->err_data, NULL, 0);
-	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
-}
-
 static struct fab_device *device_of(int dev, const char *what)
 {
 	struct fab_plugin *p = fab_plugin_get();
@@ -408,7 +401,7 @@ static void send_out_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_send *s = op->owner;
 	if (err && err->err != FI_ECANCELED) {
 		char text[256];
-		cq_error_text(s->c.ep, err, text, sizeof(text));
+		fab_cq_error_text(s->c.ep, err, text, sizeof(text));
 		FAB_WARN(NCCL_NET | NCCL_INIT,
 			 "connect to %s: the connection request could not be delivered: %s. Is the "
 			 "peer process alive and reachable on this interface?",
@@ -715,7 +708,7 @@ static void recv_ack_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_recv *r = op->owner;
 	if (err && err->err != FI_ECANCELED) {
 		char text[256];
-		cq_error_text(r->c.ep, err, text, sizeof(text));
+		fab_cq_error_text(r->c.ep, err, text, sizeof(text));
 		FAB_WARN(NCCL_NET, "accept from %s: the answer to the connector failed: %s",
 			 r->peer_text, text);
 	}

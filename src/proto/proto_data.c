@@ -70,12 +70,6 @@ static void op_finish(struct proto_comm *c, struct fab_op *op)
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
 
-static void error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf, size_t len)
-{
-	const char *prov = fi_cq_strerror(ep->cq, err->prov_errno, err->err_data, NULL, 0);
-	snprintf(buf, len, "%s (provider: %s)", fi_strerror(err->err), prov ? prov : "-");
-}
-
 /* A receive whose remaining operations can never be posted: counted complete
  * so test() can report the failure instead of waiting forever. Posted ones
  * still complete (or are cancelled at close) normally. */
@@ -99,7 +93,7 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			error_text(op->ep, err, text, sizeof(text));
+			fab_cq_error_text(op->ep, err, text, sizeof(text));
 			struct proto_send *s = container_of(c, struct proto_send, c);
 			FAB_WARN(NCCL_NET, "send of %zu bytes to %s failed: %s", q->size, s->peer_text,
 				 text);
@@ -325,7 +319,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 (size_t)err->olen, c->magic != PROTO_COMM_MAGIC ? ", comm closing" : "");
 		} else if (err->err != FI_ECANCELED || c->magic == PROTO_COMM_MAGIC) {
 			char text[256];
-			error_text(op->ep, err, text, sizeof(text));
+			fab_cq_error_text(op->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "receive of up to %zu bytes from %s failed: %s", q->posted[i],
 				 r->peer_text, text);
 		}
@@ -343,7 +337,7 @@ static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			error_text(op->ep, err, text, sizeof(text));
+			fab_cq_error_text(op->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "receive from %s: sending the CTS failed: %s",
 				 container_of(c, struct proto_recv, c)->peer_text, text);
 		}
@@ -576,7 +570,7 @@ static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			error_text(c->ep, err, text, sizeof(text));
+			fab_cq_error_text(c->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
 		}
 		req_fail(&q->h, ncclSystemError);

@@ -147,33 +147,6 @@ static void ck_usage(FILE *f)
 		"Exit status: 0 passed, 1 a case failed, 77 everything skipped, 2 usage.\n");
 }
 
-static int ck_parse_size(const char *s, size_t *out)
-{
-	char *end = NULL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || end == s)
-		return -1;
-	unsigned long long mult = 1;
-	if (*end) {
-		switch (toupper((unsigned char)*end)) {
-		case 'K': mult = 1ULL << 10; break;
-		case 'M': mult = 1ULL << 20; break;
-		case 'G': mult = 1ULL << 30; break;
-		default: return -1;
-		}
-		end++;
-		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
-			end += strlen(end);
-		if (*end)
-			return -1;
-	}
-	if (v > (unsigned long long)SIZE_MAX / mult)
-		return -1;
-	*out = (size_t)(v * mult);
-	return 0;
-}
-
 /* "6,7,9-12" -> bit mask of versions. */
 static int ck_parse_versions(const char *s, unsigned *mask)
 {
@@ -297,7 +270,7 @@ int main(int argc, char **argv)
 		case O_LIST: list = 1; break;
 		case O_LOOPBACK: loopback = 1; break;
 		case O_MAXSIZE:
-			if (ck_parse_size(optarg, &o.max_size) || o.max_size == 0) {
+			if (fh_parse_size(optarg, &o.max_size) || o.max_size == 0) {
 				fprintf(stderr, "bad --max-size '%s'\n", optarg);
 				return 2;
 			}

@@ -7,7 +7,12 @@
  */
 #include "harness.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -158,3 +163,32 @@ ncclResult_t fh_buf_dereg(fh_net_t *net, fh_buf_t *b)
 	b->mh = NULL;
 	return rc;
 }
+
+/* "4096", "64K", "1MiB", "2G" -> bytes (K/M/G are powers of 1024). */
+int fh_parse_size(const char *s, size_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return -1;
+	unsigned long long mult = 1;
+	if (*end) {
+		switch (toupper((unsigned char)*end)) {
+		case 'K': mult = 1ULL << 10; break;
+		case 'M': mult = 1ULL << 20; break;
+		case 'G': mult = 1ULL << 30; break;
+		default: return -1;
+		}
+		end++;
+		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
+			end += strlen(end);
+		if (*end)
+			return -1;
+	}
+	if (v > (unsigned long long)SIZE_MAX / mult)
+		return -1;
+	*out = (size_t)(v * mult);
+	return 0;
+}
+

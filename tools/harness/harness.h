@@ -55,6 +55,9 @@ void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
 /* WARN lines the plugin logged in this process so far. */
 unsigned long fh_log_warn_count(void);
 
+/* A size with an optional K/M/G suffix (KiB, MiB, GiB); 0 or -1. */
+int fh_parse_size(const char *s, size_t *out);
+
 /* ------------------------------------------------------------------ fh_net */
 
 /* Which fields of fh_props_t the loaded version actually carries. */

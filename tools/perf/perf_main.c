@@ -551,32 +551,6 @@ static int pf_rank(fh_rank_t *r, void *arg)
 
 /* ------------------------------------------------------------ options */
 
-static int pf_parse_size(const char *s, size_t *out)
-{
-	char *end = NULL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -1;
-	unsigned long long mult = 1;
-	if (*end) {
-		switch (toupper((unsigned char)*end)) {
-		case 'K': mult = 1ULL << 10; break;
-		case 'M': mult = 1ULL << 20; break;
-		case 'G': mult = 1ULL << 30; break;
-		default: return -1;
-		}
-		end++;
-		if (!strcasecmp(end, "iB") || !strcasecmp(end, "B"))
-			end += strlen(end);
-		if (*end)
-			return -1;
-	}
-	if (v == 0 || v > (unsigned long long)SIZE_MAX / mult)
-		return -1;
-	*out = (size_t)(v * mult);
-	return 0;
-}
 
 static void pf_usage(FILE *f)
 {
@@ -643,7 +617,7 @@ int main(int argc, char **argv)
 			char *copy = strdup(optarg), *save = NULL;
 			o.nsizes = 0;
 			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-				if (o.nsizes >= PF_MAX_SIZES || pf_parse_size(t, &o.sizes[o.nsizes])) {
+				if (o.nsizes >= PF_MAX_SIZES || fh_parse_size(t, &o.sizes[o.nsizes])) {
 					fprintf(stderr, "bad --sizes entry '%s'\n", t);
 					free(copy);
 					return 2;
