@@ -15,15 +15,21 @@
 #define NCCL_FABRIC_TOOLS_SYMBOL "ncclFabricTools_v1"
 #define NCCL_FABRIC_TOOLS_VERSION 1
 
+#define NCCL_FABRIC_REPORT_JSON 1
+#define NCCL_FABRIC_REPORT_CANDIDATES 2
+
 typedef struct {
 	int version;                /* NCCL_FABRIC_TOOLS_VERSION */
 	const char *plugin_version; /* e.g. "0.1.0" */
 	/* Full discovery and policy report: libfabric versions, every discovery
 	 * attempt and candidate with the reason it was kept or rejected, the devices
 	 * NCCL sees, the GPU-memory decision and every NCCL_FABRIC_* setting.
-	 * json != 0 writes one JSON object. Works before init too (then it runs
-	 * discovery itself). Returns 0 when a usable provider exists, else 1. */
-	int (*report)(FILE *out, int json);
+	 * flags: NCCL_FABRIC_REPORT_JSON writes one JSON object (always with the
+	 * candidates); the text puts the verdict first and lists the discovery
+	 * attempts and candidates only with NCCL_FABRIC_REPORT_CANDIDATES. Works
+	 * before init too (then it runs discovery itself). Returns 0 when a usable
+	 * provider exists, else 1. */
+	int (*report)(FILE *out, int flags);
 	/* Provider the plugin uses ("tcp;ofi_rxm"), or NULL when none/not initialized. */
 	const char *(*provider)(void);
 	/* Every NCCL_FABRIC_* setting: name, value, source, help. json as above. */

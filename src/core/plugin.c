@@ -244,6 +244,8 @@ static void log_decision(struct fab_plugin *p)
 	FAB_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u (plugin built against %u.%u); provider %s",
 		 FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
 		 FI_MAJOR(d->build_version), FI_MINOR(d->build_version), d->sel.reason);
+	if (d->sel.names[0])
+		FAB_INFO(NCCL_INIT | NCCL_NET, "NCCL_FABRIC_PROVIDER: %s", d->sel.names);
 	for (int i = 0; i < p->ndevs; i++) {
 		struct fab_device *dev = &p->devs[i];
 		FAB_INFO(NCCL_INIT | NCCL_NET,
@@ -260,6 +262,8 @@ static void log_decision(struct fab_plugin *p)
 			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason, p->hmem.flush_reason,
 			 p->hmem.force_flush);
 	FAB_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
+	if (strcmp(p->hmem.remedy, "nothing to do"))
+		FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory remedy: %s", p->hmem.remedy);
 	if (p->hmem.warning[0])
 		FAB_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);
 	for (int c = 0; c < d->sel.ncands; c++) {

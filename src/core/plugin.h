@@ -118,6 +118,6 @@ ncclResult_t fab_net_close_recv(void *recv_comm);
 ncclResult_t fab_net_close_listen(void *listen_comm);
 
 /* The report behind nccl-fabric-info (core/report.c). */
-int fab_report_write(FILE *out, int json);
+int fab_report_write(FILE *out, int flags); /* NCCL_FABRIC_REPORT_* */
 
 #endif

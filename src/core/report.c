@@ -79,28 +79,22 @@ static void ask_devices(struct report_view *v)
 	}
 }
 
-static void write_text(FILE *out, struct report_view *v)
+static void write_candidates(FILE *out, const struct report_view *v)
 {
 	const struct fab_discovery *d = v->disc;
 	const struct fab_selection *sel = &d->sel;
-	fprintf(out, "nccl-fabric %s: libnccl-net-fabric.so, NCCL network \"%s\"\n",
-		FAB_PLUGIN_VERSION, FAB_PLUGIN_NAME);
-	fprintf(out, "libfabric: %u.%u at run time, plugin built against %u.%u headers\n\n",
-		FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
-		FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
-
-	fprintf(out, "Discovery (fi_getinfo, RDM endpoints, in order):\n");
+	fprintf(out, "\nDiscovery (fi_getinfo, RDM endpoints, in order):\n");
 	for (int a = 0; a < d->nattempts; a++) {
 		const struct fab_attempt_result *r = &d->attempts[a];
 		int n = 0;
 		for (const struct fi_info *i = r->rc ? NULL : r->infos; i; i = i->next)
 			n++;
-		fprintf(out, "  %d. %-44s api %u.%u  -> %s", a + 1, r->plan.label,
+		fprintf(out, "  %2d. %-62s api %u.%u  -> %s", a + 1, r->plan.label,
 			FI_MAJOR(r->plan.api_version), FI_MINOR(r->plan.api_version),
 			r->rc ? fi_strerror(-r->rc) : "");
 		if (!r->rc)
 			fprintf(out, "%d entr%s", n, n == 1 ? "y" : "ies");
-		fprintf(out, "\n     caps %s; mr_mode %s\n", tostr_caps(r->plan.caps),
+		fprintf(out, "\n      caps %s; mr_mode %s\n", tostr_caps(r->plan.caps),
 			tostr_mr_mode(r->plan.mr_mode));
 	}
 	fprintf(out, "\nCandidates:\n");
@@ -109,8 +103,9 @@ static void write_text(FILE *out, struct report_view *v)
 	for (int c = 0; c < sel->ncands; c++) {
 		const struct fab_cand *cd = &sel->cands[c];
 		const struct fi_info *i = cd->info;
-		fprintf(out, "  %2d. %-14s domain %-8s fabric %-16s from attempt %d", c, cd->prov,
-			cd->domain, cd->fabric, cd->attempt + 1);
+		fprintf(out, "  %2d. %-14s domain %-8s fabric %-16s from attempt %d (API %u.%u)", c,
+			cd->prov, cd->domain, cd->fabric, cd->attempt + 1, FI_MAJOR(cd->api_version),
+			FI_MINOR(cd->api_version));
 		if (cd->twins)
 			fprintf(out, " (listed %d more times)", cd->twins);
 		fputc('\n', out);
@@ -130,26 +125,73 @@ static void write_text(FILE *out, struct report_view *v)
 			cd->loopback ? "; loopback" : "");
 		fprintf(out, "      -> %s: %s\n", cd->kept ? "KEPT" : "rejected", cd->reason);
 	}
-	fprintf(out, "\nProvider: %s\n", sel->ok ? sel->reason : "NONE");
-	if (!sel->ok)
-		fprintf(out, "  %s\n", sel->reason);
+}
 
-	fprintf(out, "\nCUDA driver: ");
-	if (v->cuda->driver)
-		fprintf(out, "version %d, %d GPU%s, DMA-BUF %s, GPUDirect RDMA attribute %s, "
-			"cuFlushGPUDirectRDMAWrites %s\n",
-			v->cuda->driver_version, v->cuda->ngpus, v->cuda->ngpus == 1 ? "" : "s",
-			v->cuda->dmabuf ? "yes" : "no", v->cuda->gdr ? "yes" : "no",
-			v->cuda->flush ? "yes" : "no");
+/* The answer that matters, in one line: the probe's where the provider has
+ * FI_HMEM (it decides), else what device 0's own endpoint said (informative). */
+static void write_answer_line(FILE *out, const struct report_view *v)
+{
+	const struct fab_discovery *d = v->disc;
+	if (d->probe.attempted && d->probe.opened)
+		fprintf(out, "  answer:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n",
+			v->hmem->answer);
+	else if (d->probe.attempted)
+		fprintf(out, "  answer:    not asked: the probe endpoint failed (%s)\n",
+			d->probe.error[0] ? d->probe.error : "unknown error");
+	else if (v->ndevs > 0 && v->dev_cuda_known[0])
+		fprintf(out,
+			"  answer:    FI_OPT_CUDA_API_PERMITTED=false answered %s (device 0's "
+			"endpoint; it does not decide: the provider has no FI_HMEM entry)\n",
+			fab_policy_cuda_answer(v->dev_cuda_rc[0], d->runtime_version));
 	else
-		fprintf(out, "%s\n", v->cuda->error[0] ? v->cuda->error : "not found");
+		fprintf(out, "  answer:    not asked: %s\n",
+			v->disc->sel.ok ? "the provider has no FI_HMEM entry" : "no provider");
+}
+
+static void write_text(FILE *out, struct report_view *v, int flags)
+{
+	const struct fab_discovery *d = v->disc;
+	const struct fab_selection *sel = &d->sel;
+	fprintf(out, "nccl-fabric %s: libnccl-net-fabric.so, NCCL network \"%s\"\n",
+		FAB_PLUGIN_VERSION, FAB_PLUGIN_NAME);
+
+	/* The verdict first: one screen that answers "what will NCCL get, and why". */
+	fprintf(out, "\nVerdict:\n");
+	fprintf(out, "  libfabric: %u.%u at run time, plugin built against %u.%u headers\n",
+		FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
+		FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
+	fprintf(out, "  provider:  %s\n", sel->ok ? sel->reason : "NONE");
+	if (!sel->ok)
+		fprintf(out, "  why:       %s\n", sel->reason);
+	if (sel->names[0])
+		fprintf(out, "  names:     %s\n", sel->names);
+	if (sel->ok) {
+		fprintf(out, "  devices:   %d:", v->ndevs);
+		for (int i = 0; i < v->ndevs; i++)
+			fprintf(out, " %s (ptrSupport %s)", v->devs[i].props.name,
+				ptr_text(v->devs[i].props.ptr_support));
+		fputc('\n', out);
+		write_answer_line(out, v);
+		fprintf(out, "  verdict:   %s\n", fab_policy_verdict_name(v->hmem->verdict));
+		fprintf(out, "  why:       %s\n", v->hmem->reason);
+		fprintf(out, "  NCCL:      %s\n", v->hmem->nccl_effect);
+		fprintf(out, "  remedy:    %s\n", v->hmem->remedy);
+		if (v->hmem->warning[0])
+			fprintf(out, "  WARNING:   %s\n", v->hmem->warning);
+	} else {
+		fprintf(out, "  remedy:    nccl-fabric-info --candidates lists what libfabric offered "
+			     "and why each was rejected; FI_LOG_LEVEL=warn shows libfabric's side\n");
+	}
 
 	if (sel->ok) {
 		fprintf(out, "\nDevices NCCL sees (%d):\n", v->ndevs);
 		for (int i = 0; i < v->ndevs; i++) {
 			const struct fab_device *dev = &v->devs[i];
 			const struct fab_props *p = &dev->props;
-			fprintf(out, "  %d: %s  (fabric %s)\n", i, p->name, dev->info->fabric_attr->name);
+			fprintf(out, "  %d: %s  (provider %s, fabric %s, API %u.%u)\n", i, p->name,
+				sel->provider, dev->info->fabric_attr->name,
+				FI_MAJOR(dev->info->fabric_attr->api_version),
+				FI_MINOR(dev->info->fabric_attr->api_version));
 			fprintf(out, "     pciPath %s, guid 0x%016llx, speed %d Mbps (%s), latency %.1f us\n",
 				p->pci_path ? p->pci_path : "none", (unsigned long long)p->guid, p->speed,
 				dev->speed_source, p->latency);
@@ -162,7 +204,8 @@ static void write_text(FILE *out, struct report_view *v)
 				dev->choice.host_info ? "yes" : "no");
 			if (v->dev_cuda_known[i])
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED=false on its endpoint: %d, %s\n",
-					v->dev_cuda_rc[i], fab_policy_cuda_answer(v->dev_cuda_rc[i]));
+					v->dev_cuda_rc[i],
+					fab_policy_cuda_answer(v->dev_cuda_rc[i], d->runtime_version));
 			else
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
@@ -171,7 +214,6 @@ static void write_text(FILE *out, struct report_view *v)
 		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
 			v->cfg->v[FAB_CFG_HMEM].s);
 		fprintf(out, "  verdict:  %s\n", fab_policy_verdict_name(v->hmem->verdict));
-		fprintf(out, "  why:      %s\n", v->hmem->reason);
 		fprintf(out, "  probe:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n", v->hmem->answer);
 		fprintf(out, "  GPUDirect (FI_OPT_FI_HMEM_P2P): %s\n", v->hmem->p2p);
 		fprintf(out, "  DMA-BUF:  %s\n", v->hmem->dmabuf_reason);
@@ -180,12 +222,32 @@ static void write_text(FILE *out, struct report_view *v)
 			v->hmem->force_flush ? "the GPU does not report ordered GPUDirect RDMA writes" :
 			v->hmem->use_hmem ? "the GPU orders GPUDirect RDMA writes; NCCL decides" :
 					    "host memory");
-		fprintf(out, "  NCCL:     %s\n", v->hmem->nccl_effect);
-		if (v->hmem->warning[0])
-			fprintf(out, "  WARNING:  %s\n", v->hmem->warning);
 	}
+
+	fprintf(out, "\nCUDA driver: ");
+	if (v->cuda->driver)
+		fprintf(out, "version %d, %d GPU%s, DMA-BUF %s, GPUDirect RDMA attribute %s, "
+			"cuFlushGPUDirectRDMAWrites %s\n",
+			v->cuda->driver_version, v->cuda->ngpus, v->cuda->ngpus == 1 ? "" : "s",
+			v->cuda->dmabuf ? "yes" : "no", v->cuda->gdr ? "yes" : "no",
+			v->cuda->flush ? "yes" : "no");
+	else
+		fprintf(out, "%s\n", v->cuda->error[0] ? v->cuda->error : "not found");
+
 	fprintf(out, "\nSettings:\n");
 	fab_cfg_dump(v->cfg, out, 0);
+
+	if (flags & NCCL_FABRIC_REPORT_CANDIDATES) {
+		write_candidates(out, v);
+	} else {
+		int kept = 0;
+		for (int c = 0; c < sel->ncands; c++)
+			kept += sel->cands[c].kept;
+		fprintf(out, "\nDiscovery: %d fi_getinfo attempt%s, %d candidate%s, %d kept; "
+			"nccl-fabric-info --candidates lists each with its reason\n",
+			d->nattempts, d->nattempts == 1 ? "" : "s", sel->ncands,
+			sel->ncands == 1 ? "" : "s", kept);
+	}
 }
 
 static void json_kv_str(FILE *out, const char *k, const char *v, bool comma)
@@ -236,6 +298,8 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "mr_mode", tostr_mr_mode(i->domain_attr ? i->domain_attr->mr_mode : 0), true);
 		json_kv_str(out, "data_progress",
 			    tostr_progress(i->domain_attr ? i->domain_attr->data_progress : 0), true);
+		fprintf(out, "\"api_version\":\"%u.%u\",\"template\":%s,", FI_MAJOR(cd->api_version),
+			FI_MINOR(cd->api_version), cd->template_entry ? "true" : "false");
 		fprintf(out, "\"attempt\":%d,\"hmem\":%s,\"remote\":%s,\"loopback\":%s,\"tag_bits\":%u,"
 			"\"kept\":%s,", cd->attempt + 1, cd->hmem ? "true" : "false",
 			cd->remote ? "true" : "false", cd->loopback ? "true" : "false", cd->tag_bits,
@@ -247,6 +311,7 @@ static void write_json(FILE *out, struct report_view *v)
 	json_str(out, sel->ok ? sel->provider : NULL);
 	fputc(',', out);
 	json_kv_str(out, "provider_reason", sel->reason, true);
+	json_kv_str(out, "provider_names", sel->names, true);
 	fprintf(out, "\"cuda\":{\"driver\":%s,\"version\":%d,\"gpus\":%d,\"dmabuf\":%s,\"gdr\":%s,",
 		v->cuda->driver ? "true" : "false", v->cuda->driver_version, v->cuda->ngpus,
 		v->cuda->dmabuf ? "true" : "false", v->cuda->gdr ? "true" : "false");
@@ -276,7 +341,7 @@ static void write_json(FILE *out, struct report_view *v)
 		else
 			fputs("null,", out);
 		json_kv_str(out, "cuda_api_permitted",
-			    v->dev_cuda_known[i] ? fab_policy_cuda_answer(v->dev_cuda_rc[i]) :
+			    v->dev_cuda_known[i] ? fab_policy_cuda_answer(v->dev_cuda_rc[i], v->disc->runtime_version) :
 						   "endpoint could not be opened",
 			    false);
 		fputc('}', out);
@@ -300,6 +365,7 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "flush_reason", v->hmem->flush_reason, true);
 		fprintf(out, "\"force_flush\":%s,", v->hmem->force_flush ? "true" : "false");
 		json_kv_str(out, "nccl_effect", v->hmem->nccl_effect, true);
+		json_kv_str(out, "remedy", v->hmem->remedy, true);
 		json_kv_str(out, "warning", v->hmem->warning, false);
 	}
 	fputs("},\"settings\":", out);
@@ -307,8 +373,9 @@ static void write_json(FILE *out, struct report_view *v)
 	fputs("}\n", out);
 }
 
-int fab_report_write(FILE *out, int json)
+int fab_report_write(FILE *out, int flags)
 {
+	int json = flags & NCCL_FABRIC_REPORT_JSON;
 	struct report_view v;
 	memset(&v, 0, sizeof(v));
 	int rc;
@@ -329,7 +396,7 @@ int fab_report_write(FILE *out, int json)
 		if (json)
 			write_json(out, &v);
 		else
-			write_text(out, &v);
+			write_text(out, &v, flags);
 		if (ctx)
 			fab_net_finalize(ctx);
 		return 0;
@@ -352,7 +419,7 @@ int fab_report_write(FILE *out, int json)
 	if (json)
 		write_json(out, &v);
 	else
-		write_text(out, &v);
+		write_text(out, &v, flags);
 	rc = disc->sel.ok ? 0 : 1;
 	fab_discovery_free(disc);
 	free(disc);
@@ -362,7 +429,7 @@ int fab_report_write(FILE *out, int json)
 
 /* ---------------- the tools table ---------------- */
 
-static int tools_report(FILE *out, int json) { return fab_report_write(out, json); }
+static int tools_report(FILE *out, int flags) { return fab_report_write(out, flags); }
 
 static const char *tools_provider(void)
 {

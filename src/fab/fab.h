@@ -283,6 +283,13 @@ struct fab_zombie {
 };
 void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z);
 
+/* The positive FI_* code of an error completion. libfabric documents err as
+ * positive; some providers (shm of 1.17) store it negated. */
+static inline int fab_cq_err_code(const struct fi_cq_err_entry *err)
+{
+	return err->err < 0 ? -err->err : err->err;
+}
+
 /* Text for a negative libfabric code (fi_strerror). */
 const char *fab_strerror(int rc);
 /* An error completion in words: libfabric's text and the provider's own. */

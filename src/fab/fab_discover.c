@@ -111,13 +111,20 @@ void fab_probe_run(const struct fi_info *info, struct fab_probe *probe)
 		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s", fab_strerror(rc));
 		goto out;
 	}
-	probe->opened = true;
-	/* The answer is asked of the endpoint before it is enabled, as the option
-	 * requires; the probe endpoint is never enabled. */
+	/* The option must be set before fi_enable (the 1.21 man page says so and
+	 * providers check it there). */
 	bool permitted = false;
 	probe->cuda_api_permitted_rc =
 		fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED, &permitted,
 			  sizeof(permitted));
+	/* Enabled like a real endpoint before anything is read back: shm and sm2
+	 * of libfabric 2.x dereference state made at fi_enable in fi_getopt. An
+	 * endpoint that does not enable is one NCCL could not use either. */
+	if ((rc = fi_enable(ep))) {
+		snprintf(probe->error, sizeof(probe->error), "fi_enable: %s", fab_strerror(rc));
+		goto out;
+	}
+	probe->opened = true;
 	int p2p = 0;
 	size_t len = sizeof(p2p);
 	probe->p2p_rc = fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_FI_HMEM_P2P, &p2p, &len);

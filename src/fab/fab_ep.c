@@ -90,7 +90,7 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	ep->cuda_api_rc = fi_setopt(&ep->ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED,
 				    &permitted, sizeof(permitted));
 	FAB_TRACE(NCCL_NET, "device %s endpoint %d: FI_OPT_CUDA_API_PERMITTED=false answered %d (%s)",
-		  dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc));
+		  dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc, fi_version()));
 	if (dom->hmem && ep->cuda_api_rc != dom->expected_cuda_rc) {
 		/* GPU buffers were promised to NCCL on the strength of the probe's
 		 * answer; an endpoint that answers otherwise cannot keep that promise. */
@@ -99,8 +99,8 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 			 "the probe endpoint answered %d (%s) and GPU memory was advertised to NCCL "
 			 "on that basis. Refusing the endpoint; run with NCCL_FABRIC_HMEM=off to use "
 			 "host memory only",
-			 dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc),
-			 dom->expected_cuda_rc, fab_policy_cuda_answer(dom->expected_cuda_rc));
+			 dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc, fi_version()),
+			 dom->expected_cuda_rc, fab_policy_cuda_answer(dom->expected_cuda_rc, fi_version()));
 		rc = -FI_EOPNOTSUPP;
 		goto fail;
 	}
@@ -218,6 +218,9 @@ int fab_ep_progress(struct fab_ep *ep)
 			ssize_t r = fi_cq_readerr(ep->cq, &u.e, 0);
 			err = u.e;
 			if (r == 1 || r == sizeof(err)) {
+				/* The one place a provider's error sign is normalised:
+				 * shm of 1.17 reports -FI_ETRUNC, 2.x +FI_ETRUNC. */
+				err.err = fab_cq_err_code(&err);
 				atomic_fetch_add(&ep->cq_errors, 1);
 				struct fab_op *op = err.op_context;
 				if (op)

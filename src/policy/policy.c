@@ -20,6 +20,7 @@ struct name_list {
 	int ninc, nexc;
 	char inc[16][FAB_NAME_LEN];
 	char exc[16][FAB_NAME_LEN];
+	bool inc_exact[16], exc_exact[16]; /* the item is some listed provider's full name */
 };
 
 static void parse_names(const char *text, struct name_list *l)
@@ -51,40 +52,46 @@ static void parse_names(const char *text, struct name_list *l)
 /* Newest API version the plugin asks for: its code is written against 1.17
  * structs and knows the 1.18 (CUDA_API_PERMITTED) and 1.20 (DMA-BUF) additions. */
 #define FAB_API_VERSION_MAX FI_VERSION(1, 22)
+#define FAB_API_VERSION_MIN FI_VERSION(1, 17)
+
+static void plan_one(struct fab_attempt_plan *p, bool local, bool hmem, bool rma, uint32_t api,
+		     bool legacy)
+{
+	memset(p, 0, sizeof(*p));
+	p->hmem = hmem;
+	p->remote = !local;
+	p->rma = rma;
+	p->legacy = legacy;
+	/* No locality bit for the single-host pass: shm (1.17) answers nothing
+	 * when FI_LOCAL_COMM is asked for. */
+	p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) | (hmem ? FI_HMEM : 0) |
+		  (rma ? (FI_RMA | FI_READ) : 0);
+	p->mode = FAB_SUPPORTED_MODE;
+	p->mr_mode = FAB_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
+	p->api_version = api;
+	snprintf(p->label, sizeof(p->label), "%s, %s%s%s", hmem ? "FI_HMEM" : "host memory",
+		 local ? "single-host allowed" : "FI_REMOTE_COMM", rma ? ", FI_RMA|FI_READ" : "",
+		 legacy ? ", API 1.17 (older providers)" : "");
+}
 
 int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
 		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS])
 {
 	uint32_t api = fi_version < FAB_API_VERSION_MAX ? fi_version : FAB_API_VERSION_MAX;
-	if (api < FI_VERSION(1, 17))
-		api = FI_VERSION(1, 17);
+	if (api < FAB_API_VERSION_MIN)
+		api = FAB_API_VERSION_MIN;
 	/* Single-host providers never answer FI_REMOTE_COMM; ask for them only when
 	 * the user named providers, since they are used only when named. */
 	struct name_list names;
 	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
 	bool named = names.ninc > 0;
 	int n = 0;
-	for (int local = 0; local <= (named ? 1 : 0); local++) {
-		for (int hmem = 1; hmem >= 0; hmem--) {
-			for (int rma = 1; rma >= 0; rma--) {
-				struct fab_attempt_plan *p = &plan[n++];
-				memset(p, 0, sizeof(*p));
-				p->hmem = hmem;
-				p->remote = !local;
-				p->rma = rma;
-				/* No locality bit for the single-host pass: shm (1.17)
-				 * answers nothing when FI_LOCAL_COMM is asked for. */
-				p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) |
-					  (hmem ? FI_HMEM : 0) | (rma ? (FI_RMA | FI_READ) : 0);
-				p->mode = FAB_SUPPORTED_MODE;
-				p->mr_mode = FAB_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
-				p->api_version = api;
-				snprintf(p->label, sizeof(p->label), "%s, %s%s", hmem ? "FI_HMEM" : "host memory",
-					 local ? "single-host allowed" : "FI_REMOTE_COMM",
-					 rma ? ", FI_RMA|FI_READ" : "");
-			}
-		}
-	}
+	for (int legacy = 0; legacy <= (api > FAB_API_VERSION_MIN ? 1 : 0); legacy++)
+		for (int local = 0; local <= (named ? 1 : 0); local++)
+			for (int hmem = 1; hmem >= 0; hmem--)
+				for (int rma = 1; rma >= 0; rma--)
+					plan_one(&plan[n++], local, hmem, rma,
+						 legacy ? FAB_API_VERSION_MIN : api, legacy);
 	return n;
 }
 
@@ -99,17 +106,25 @@ unsigned fab_policy_tag_bits(uint64_t fmt)
 
 bool fab_policy_name_matches(const char *item, const char *prov)
 {
-	if (!strcasecmp(item, prov))
-		return true;
-	/* core name: "tcp" matches "tcp;ofi_rxm" */
+	return item[0] && !strcasecmp(item, prov);
+}
+
+bool fab_policy_name_matches_core(const char *item, const char *prov)
+{
+	/* core name of a layered provider: "tcp" names "tcp;ofi_rxm" */
 	size_t n = strcspn(prov, ";");
-	return strlen(item) == n && !strncasecmp(item, prov, n);
+	return prov[n] == ';' && item[0] && strlen(item) == n && !strncasecmp(item, prov, n);
+}
+
+static bool item_matches(const char *item, bool exact, const char *prov)
+{
+	return exact ? fab_policy_name_matches(item, prov) : fab_policy_name_matches_core(item, prov);
 }
 
 static int include_rank(const struct name_list *l, const char *prov)
 {
 	for (int i = 0; i < l->ninc; i++)
-		if (fab_policy_name_matches(l->inc[i], prov))
+		if (item_matches(l->inc[i], l->inc_exact[i], prov))
 			return i;
 	return -1;
 }
@@ -117,9 +132,56 @@ static int include_rank(const struct name_list *l, const char *prov)
 static bool excluded(const struct name_list *l, const char *prov)
 {
 	for (int i = 0; i < l->nexc; i++)
-		if (fab_policy_name_matches(l->exc[i], prov))
+		if (item_matches(l->exc[i], l->exc_exact[i], prov))
 			return true;
 	return false;
+}
+
+/* Decides, per item, which rule names its providers: the exact one when any
+ * provider libfabric listed has that full name, else the core-name one. */
+static void resolve_names(struct name_list *l, const struct fab_selection *sel)
+{
+	for (int i = 0; i < l->ninc + l->nexc; i++) {
+		const char *item = i < l->ninc ? l->inc[i] : l->exc[i - l->ninc];
+		bool exact = false;
+		for (int k = 0; k < sel->ncands && !exact; k++)
+			exact = fab_policy_name_matches(item, sel->cands[k].prov);
+		if (i < l->ninc)
+			l->inc_exact[i] = exact;
+		else
+			l->exc_exact[i - l->ninc] = exact;
+	}
+}
+
+static void describe_names(const struct name_list *l, const struct fab_selection *sel,
+			   char *buf, size_t len)
+{
+	size_t off = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < l->ninc + l->nexc && off < len; i++) {
+		bool inc = i < l->ninc;
+		const char *item = inc ? l->inc[i] : l->exc[i - l->ninc];
+		bool exact = inc ? l->inc_exact[i] : l->exc_exact[i - l->ninc];
+		const char *layered = NULL;
+		for (int k = 0; k < sel->ncands && !exact && !layered; k++)
+			if (fab_policy_name_matches_core(item, sel->cands[k].prov))
+				layered = sel->cands[k].prov;
+		int w;
+		if (exact)
+			w = snprintf(buf + off, len - off, "%s\"%s%s\" names provider %s", off ? "; " : "",
+				     inc ? "" : "^", item, item);
+		else if (layered)
+			w = snprintf(buf + off, len - off,
+				     "%s\"%s%s\" names the providers layered on %s (%s...): no provider "
+				     "is called %s here",
+				     off ? "; " : "", inc ? "" : "^", item, item, layered, item);
+		else
+			w = snprintf(buf + off, len - off, "%s\"%s%s\" names no provider listed here",
+				     off ? "; " : "", inc ? "" : "^", item);
+		if (w < 0)
+			break;
+		off += (size_t)w;
+	}
 }
 
 static bool is_loopback(const struct fi_info *info)
@@ -139,6 +201,18 @@ static bool is_loopback(const struct fi_info *info)
 	return false;
 }
 
+/* libfabric 2.x answers FI_REMOTE_COMM on a host whose only usable interface
+ * is loopback with a bare entry for an IP provider: no address, the generic
+ * address format, the provider's own name as domain. fi_enable fails on it. */
+static bool is_template(const struct fi_info *info, const char *prov)
+{
+	if (info->src_addr || info->addr_format != FI_SOCKADDR || !info->domain_attr ||
+	    !info->domain_attr->name)
+		return false;
+	size_t n = strcspn(prov, ";");
+	return strlen(info->domain_attr->name) == n && !strncasecmp(info->domain_attr->name, prov, n);
+}
+
 static void fill_cand(struct fab_cand *c, const struct fi_info *info, int attempt,
 		      const struct fab_attempt_plan *plan)
 {
@@ -155,16 +229,24 @@ static void fill_cand(struct fab_cand *c, const struct fi_info *info, int attemp
 	c->remote = plan->remote || (info->caps & FI_REMOTE_COMM);
 	c->rma = plan->rma && (info->caps & FI_RMA) && (info->caps & FI_READ);
 	c->loopback = is_loopback(info);
+	c->template_entry = is_template(info, c->prov);
+	c->api_version = plan->api_version;
 	c->tag_bits = fab_policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
 }
 
 /* libfabric lists the same entry several times (one per layering path): an
- * identical entry from the same attempt is counted on the first, not listed. */
-static struct fab_cand *find_twin(struct fab_selection *sel, const struct fab_cand *c)
+ * identical entry from the same attempt, or from the same attempt asked again
+ * at API 1.17, is counted on the first, not listed. */
+static struct fab_cand *find_twin(struct fab_selection *sel, const struct fab_cand *c,
+				  const struct fab_attempt_result *attempts)
 {
+	const struct fab_attempt_plan *cp = &attempts[c->attempt].plan;
 	for (int k = 0; k < sel->ncands; k++) {
 		struct fab_cand *o = &sel->cands[k];
-		if (o->attempt == c->attempt && !strcmp(o->prov, c->prov) &&
+		const struct fab_attempt_plan *op = &attempts[o->attempt].plan;
+		bool same_ask = o->attempt == c->attempt ||
+				(op->hmem == cp->hmem && op->remote == cp->remote && op->rma == cp->rma);
+		if (same_ask && !strcmp(o->prov, c->prov) &&
 		    !strcmp(o->domain, c->domain) && !strcmp(o->fabric, c->fabric) &&
 		    o->info->caps == c->info->caps)
 			return o;
@@ -182,6 +264,15 @@ static bool judge_cand(struct fab_selection *sel, struct fab_cand *c, const stru
 	}
 	if (names->ninc && include_rank(names, c->prov) < 0) {
 		snprintf(c->reason, sizeof(c->reason), "not named in NCCL_FABRIC_PROVIDER");
+		return false;
+	}
+	if (c->template_entry) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "template entry without an interface (libfabric lists %s bare when no "
+			 "interface it may use for FI_REMOTE_COMM is up; it drops loopback): name it in "
+			 "NCCL_FABRIC_PROVIDER to use it on loopback, or point FI_TCP_IFACE at a real "
+			 "interface",
+			 c->prov);
 		return false;
 	}
 	if (!c->remote && !names->ninc) {
@@ -246,15 +337,19 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 			}
 			struct fab_cand *c = &sel->cands[sel->ncands];
 			fill_cand(c, info, a, &attempts[a].plan);
-			struct fab_cand *twin = find_twin(sel, c);
+			struct fab_cand *twin = find_twin(sel, c, attempts);
 			if (twin) {
 				twin->twins++;
 				continue;
 			}
 			sel->ncands++;
-			c->kept = judge_cand(sel, c, &names);
 		}
 	}
+	/* Names are resolved against everything listed, then entries judged in order. */
+	resolve_names(&names, sel);
+	describe_names(&names, sel, sel->names, sizeof(sel->names));
+	for (int k = 0; k < sel->ncands; k++)
+		sel->cands[k].kept = judge_cand(sel, &sel->cands[k], &names);
 
 	/* The provider: the first named one that has a usable entry, else the first
 	 * usable entry in discovery order (FI_HMEM attempts come first). */
@@ -346,17 +441,86 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 
 /* ---------------- GPU-memory decision ---------------- */
 
-const char *fab_policy_cuda_answer(int rc)
+/* From 1.18 on, libfabric's core implements the option for its providers and
+ * answers -FI_EINVAL itself when its own CUDA support is not running. */
+static bool core_knows_option(uint32_t fi_version)
+{
+	return fi_version >= FI_VERSION(1, 18);
+}
+
+const char *fab_policy_cuda_answer(int rc, uint32_t fi_version)
 {
 	switch (rc) {
 	case 0: return "0: promises to make no CUDA API calls";
 	case -FI_EOPNOTSUPP: return "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API";
-	case -FI_EINVAL: return "-FI_EINVAL: no CUDA library or device is available to it";
+	case -FI_EINVAL:
+		return core_knows_option(fi_version) ?
+			       "-FI_EINVAL: libfabric's CUDA support is not active (built without "
+			       "CUDA, libcudart.so or libcuda.so.1 not found, or no GPU)" :
+			       "-FI_EINVAL: no CUDA library or device is available to it";
 	case -FI_ENOPROTOOPT:
-		return "-FI_ENOPROTOOPT: does not know the option (libfabric < 1.18 or a provider "
-		       "that predates it), so it cannot promise";
+		return core_knows_option(fi_version) ?
+			       "-FI_ENOPROTOOPT: the provider does not know the option (it predates "
+			       "it or handles GPU memory on its own), so it cannot promise" :
+			       "-FI_ENOPROTOOPT: does not know the option (libfabric < 1.18 has no "
+			       "FI_OPT_CUDA_API_PERMITTED), so it cannot promise";
 	default: return "an unexpected error: it cannot promise";
 	}
+}
+
+/* What the user can do about an answer, on this libfabric. */
+static void cuda_remedy(int rc, uint32_t fi_version, int mode, const char *prov, char *buf,
+			size_t len)
+{
+	switch (rc) {
+	case 0:
+		snprintf(buf, len, "nothing to do");
+		break;
+	case -FI_EOPNOTSUPP:
+		snprintf(buf, len,
+			 "%s copies GPU memory with the CUDA API, which NCCL forbids under it: "
+			 "NCCL stages through host memory, which is safe. NCCL_FABRIC_HMEM=force hands "
+			 "it GPU buffers anyway (works, at the risk of deadlocks with NCCL's streams "
+			 "and broken CUDA graph capture)",
+			 prov);
+		break;
+	case -FI_EINVAL:
+		if (core_knows_option(fi_version))
+			snprintf(buf, len,
+				 "libfabric's CUDA support is not running, so %s cannot register GPU "
+				 "memory at all (NCCL_FABRIC_HMEM=force cannot help). To tell why: "
+				 "FI_LOG_LEVEL=info FI_LOG_SUBSYS=core fi_info -p %s 2>&1 | grep -i "
+				 "cuda. Use a libfabric built --with-cuda (a vendor's or your own build), "
+				 "make libcudart.so (the CUDA runtime) and libcuda.so.1 (the driver) "
+				 "findable on LD_LIBRARY_PATH, and check that a GPU is visible",
+				 prov, prov);
+		else
+			snprintf(buf, len,
+				 "%s found no CUDA library or device: make libcuda.so.1 findable and "
+				 "a GPU visible; if it implements FI_HMEM without CUDA calls, "
+				 "NCCL_FABRIC_HMEM=force uses it anyway",
+				 prov);
+		break;
+	case -FI_ENOPROTOOPT:
+		if (core_knows_option(fi_version))
+			snprintf(buf, len,
+				 "ask %s's developers to implement FI_OPT_CUDA_API_PERMITTED; if it "
+				 "moves GPU memory without CUDA calls, NCCL_FABRIC_HMEM=force uses it "
+				 "(with a WARN)",
+				 prov);
+		else
+			snprintf(buf, len,
+				 "libfabric %u.%u predates FI_OPT_CUDA_API_PERMITTED (1.18): use "
+				 "libfabric >= 1.18 so the provider can promise; if you know it moves "
+				 "GPU memory without CUDA calls, NCCL_FABRIC_HMEM=force uses it (with a "
+				 "WARN)",
+				 FI_MAJOR(fi_version), FI_MINOR(fi_version));
+		break;
+	default:
+		snprintf(buf, len, "report the answer to %s's developers; NCCL_FABRIC_HMEM=force "
+			 "uses GPU memory anyway (with a WARN)", prov);
+	}
+	(void)mode;
 }
 
 const char *fab_policy_flush_name(enum fab_flush_method m)
@@ -380,6 +544,7 @@ const char *fab_policy_verdict_name(enum fab_hmem_verdict v)
 	case FAB_HMEM_NO_FLUSH: return "host only (no way to flush GPU receives)";
 	case FAB_HMEM_PROMISED: return "GPU memory (provider promised)";
 	case FAB_HMEM_FORCED: return "GPU memory (forced)";
+	case FAB_HMEM_FORCE_REFUSED: return "host only (force refused: libfabric CUDA support inactive)";
 	}
 	return "?";
 }
@@ -422,9 +587,12 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 	bool gpu = cuda->driver && cuda->ngpus > 0;
 
 	out->expected_cuda_rc = probe->cuda_api_permitted_rc;
+	int rc = probe->cuda_api_permitted_rc;
+	/* force cannot work where libfabric's own CUDA support answered that it is
+	 * not running: every GPU registration would fail */
+	bool force_futile = rc == -FI_EINVAL && core_knows_option(fi_version);
 	if (probe->attempted && probe->opened)
-		snprintf(out->answer, sizeof(out->answer), "%s",
-			 fab_policy_cuda_answer(probe->cuda_api_permitted_rc));
+		snprintf(out->answer, sizeof(out->answer), "%s", fab_policy_cuda_answer(rc, fi_version));
 	else if (probe->attempted)
 		snprintf(out->answer, sizeof(out->answer), "not asked: probe endpoint failed");
 	else
@@ -450,35 +618,67 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: the probe endpoint of %s did not open (%s)", prov,
 			 probe->error[0] ? probe->error : "unknown error");
-	} else if (probe->cuda_api_permitted_rc == 0) {
+	} else if (rc == 0) {
 		out->verdict = FAB_HMEM_PROMISED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "GPU memory goes to %s: it advertises FI_HMEM and answered "
 			 "FI_OPT_CUDA_API_PERMITTED=false with 0 (no CUDA API calls); %s",
 			 prov, out->p2p);
+	} else if (mode == FAB_HMEM_FORCE && force_futile) {
+		out->verdict = FAB_HMEM_FORCE_REFUSED;
+		snprintf(out->reason, sizeof(out->reason),
+			 "host memory only: NCCL_FABRIC_HMEM=force is refused because %s answered "
+			 "FI_OPT_CUDA_API_PERMITTED with %s: it could not register GPU memory",
+			 prov, fab_policy_cuda_answer(rc, fi_version));
+		snprintf(out->warning, sizeof(out->warning),
+			 "NCCL_FABRIC_HMEM=force ignored: %s answered FI_OPT_CUDA_API_PERMITTED with "
+			 "%s, so every GPU registration would fail; NCCL stages through host memory "
+			 "instead. Run nccl-fabric-info for the remedy",
+			 prov, fab_policy_cuda_answer(rc, fi_version));
 	} else if (mode == FAB_HMEM_FORCE) {
 		out->verdict = FAB_HMEM_FORCED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "GPU memory goes to %s because NCCL_FABRIC_HMEM=force, although it answered "
 			 "FI_OPT_CUDA_API_PERMITTED with %s; %s",
-			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc), out->p2p);
+			 prov, fab_policy_cuda_answer(rc, fi_version), out->p2p);
 		snprintf(out->warning, sizeof(out->warning),
 			 "NCCL_FABRIC_HMEM=force: GPU buffers go to %s although it answered "
 			 "FI_OPT_CUDA_API_PERMITTED with %s. If the provider calls the CUDA API under "
 			 "NCCL it can deadlock or break CUDA graph capture; unset NCCL_FABRIC_HMEM if "
 			 "collectives hang",
-			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc));
+			 prov, fab_policy_cuda_answer(rc, fi_version));
 	} else {
 		out->verdict = FAB_HMEM_REFUSED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: %s advertises FI_HMEM but answered "
 			 "FI_OPT_CUDA_API_PERMITTED=false with %s; NCCL forbids CUDA calls under it%s",
-			 prov, fab_policy_cuda_answer(probe->cuda_api_permitted_rc),
-			 probe->cuda_api_permitted_rc == -FI_EOPNOTSUPP ?
+			 prov, fab_policy_cuda_answer(rc, fi_version),
+			 rc == -FI_EOPNOTSUPP || force_futile ?
 				 "" :
 				 ". If it implements FI_HMEM without CUDA calls, NCCL_FABRIC_HMEM=force "
 				 "uses it anyway");
 	}
+	/* The remedy for the answer, where the answer decided. */
+	if (out->verdict == FAB_HMEM_REFUSED || out->verdict == FAB_HMEM_FORCED ||
+	    out->verdict == FAB_HMEM_FORCE_REFUSED)
+		cuda_remedy(rc, fi_version, mode, prov, out->remedy, sizeof(out->remedy));
+	else if (out->verdict == FAB_HMEM_PROMISED)
+		snprintf(out->remedy, sizeof(out->remedy), "nothing to do");
+	else if (out->verdict == FAB_HMEM_NO_SETTING)
+		snprintf(out->remedy, sizeof(out->remedy),
+			 "unset NCCL_FABRIC_HMEM to let the plugin decide");
+	else if (out->verdict == FAB_HMEM_NO_PROVIDER)
+		snprintf(out->remedy, sizeof(out->remedy),
+			 "none needed for correctness: NCCL stages through host memory. For GPUDirect, "
+			 "use a provider that advertises FI_HMEM (nccl-fabric-info --candidates lists "
+			 "what libfabric offers)");
+	else if (out->verdict == FAB_HMEM_NO_GPU)
+		snprintf(out->remedy, sizeof(out->remedy),
+			 "make the CUDA driver (libcuda.so.1) findable and a GPU visible to this "
+			 "process (CUDA_VISIBLE_DEVICES)");
+	else
+		snprintf(out->remedy, sizeof(out->remedy),
+			 "see the probe error above; FI_LOG_LEVEL=warn shows libfabric's side");
 	out->use_hmem = out->verdict == FAB_HMEM_PROMISED || out->verdict == FAB_HMEM_FORCED;
 
 	/* GPU buffers must be flushable, or NCCL could read a receive before the
@@ -524,6 +724,10 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 	 * then skips iflush unless the plugin asks for it. */
 	out->force_flush = out->use_hmem && !cuda->writes_ordered;
 
+	uint32_t hmem_api = 0;
+	for (int i = 0; i < sel->ndevs && !hmem_api; i++)
+		if (sel->devs[i].hmem_info && sel->devs[i].hmem_info->fabric_attr)
+			hmem_api = sel->devs[i].hmem_info->fabric_attr->api_version;
 	if (!out->use_hmem)
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: GPU memory is not used");
 	else if (!cfg->v[FAB_CFG_DMABUF].i)
@@ -532,6 +736,10 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
 			 "no: libfabric %u.%u has no FI_MR_DMABUF (needs 1.20)",
 			 FI_MAJOR(fi_version), FI_MINOR(fi_version));
+	else if (hmem_api && hmem_api < FI_VERSION(1, 20))
+		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
+			 "no: %s was found at API %u.%u (built against older headers), which has "
+			 "no FI_MR_DMABUF", prov, FI_MAJOR(hmem_api), FI_MINOR(hmem_api));
 	else if (!cuda->dmabuf)
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
 			 "no: the GPU does not report DMA-BUF support");

@@ -18,7 +18,7 @@
 
 #include "cfg/cfg.h"
 
-#define FAB_POLICY_MAX_ATTEMPTS 8
+#define FAB_POLICY_MAX_ATTEMPTS 16
 #define FAB_POLICY_MAX_CANDS 256
 #define FAB_POLICY_MAX_DEVS 32
 #define FAB_NAME_LEN 64
@@ -45,11 +45,18 @@ struct fab_attempt_plan {
 	uint64_t mode;
 	int mr_mode;
 	uint32_t api_version;
-	char label[64];
+	bool legacy; /* asked again at API 1.17 for providers built against older headers */
+	char label[80];
 };
 
 /* The fi_getinfo calls to make, in order, for this libfabric version and these
- * settings. Returns how many were written. */
+ * settings. Returns how many were written.
+ *
+ * Every attempt asks for the newest API the plugin knows (up to 1.22; DMA-BUF
+ * needs 1.20). libfabric 2.x skips a provider whose fi_version is lower than
+ * the API asked for, so on a libfabric newer than 1.17 the same attempts are
+ * made again at API 1.17: an external provider built against older headers is
+ * still found, at the API it knows. */
 int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
 		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS]);
 
@@ -68,6 +75,8 @@ struct fab_cand {
 	char domain[FAB_NAME_LEN];
 	char fabric[FAB_NAME_LEN];
 	bool hmem, remote, rma, loopback;
+	bool template_entry; /* no interface: a bare entry libfabric lists for the provider */
+	uint32_t api_version;  /* the API it was found at */
 	unsigned tag_bits;
 	int twins;       /* identical entries libfabric listed again */
 	bool kept;
@@ -88,6 +97,7 @@ struct fab_selection {
 	char provider[FAB_NAME_LEN];
 	bool local_only;              /* the provider never reaches other hosts (shm) */
 	bool has_hmem;                /* some device has an FI_HMEM entry */
+	char names[FAB_REASON_LEN];   /* how NCCL_FABRIC_PROVIDER's items were matched */
 	int ncands;
 	struct fab_cand cands[FAB_POLICY_MAX_CANDS];
 	int ndevs;
@@ -134,6 +144,7 @@ enum fab_hmem_verdict {
 	FAB_HMEM_NO_FLUSH,       /* GPU buffers could not be flushed: not used, with a WARN */
 	FAB_HMEM_PROMISED,       /* provider answered 0: used */
 	FAB_HMEM_FORCED,         /* force, provider did not promise: used, with a WARN */
+	FAB_HMEM_FORCE_REFUSED,  /* force, but the answer says it cannot work: host memory, WARN */
 };
 
 /* How iflush makes GPU-direct writes visible before NCCL reads them. */
@@ -157,6 +168,7 @@ struct fab_hmem_decision {
 	char reason[512];     /* the decision in one sentence */
 	char dmabuf_reason[FAB_REASON_LEN];
 	char nccl_effect[512];/* what NCCL will do with it */
+	char remedy[512];     /* what the user can do, for this answer and libfabric version */
 	char warning[512];    /* non-empty: must be logged as WARN */
 };
 
@@ -165,11 +177,18 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
 		     uint32_t fi_version, struct fab_hmem_decision *out);
 
-/* Words for a fi_setopt(FI_OPT_CUDA_API_PERMITTED) answer. */
-const char *fab_policy_cuda_answer(int rc);
+/* Words for a fi_setopt(FI_OPT_CUDA_API_PERMITTED) answer. What -FI_EINVAL
+ * means depends on the libfabric version: from 1.18 on, libfabric's own CUDA
+ * support answers it when it is not running. */
+const char *fab_policy_cuda_answer(int rc, uint32_t fi_version);
 const char *fab_policy_verdict_name(enum fab_hmem_verdict v);
 
-/* Provider-name matching for NCCL_FABRIC_PROVIDER: full name or core name. */
+/* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
+ * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed
+ * provider's full name names the providers layered on that core provider
+ * ("tcp" -> "tcp;ofi_rxm" on libfabric 1.x, which has no native tcp RDM
+ * provider). fab_policy_name_matches answers the first rule, ..._core the second. */
 bool fab_policy_name_matches(const char *item, const char *prov_name);
+bool fab_policy_name_matches_core(const char *item, const char *prov_name);
 
 #endif

@@ -188,13 +188,25 @@ static int test_plan_unnamed(void)
 	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, NULL, NULL, NULL);
 	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
-	CHECK_EQ(n, 4);
+	CHECK_EQ(n, 8);
+	/* the same four again at API 1.17, for providers built against older headers */
+	for (int a = 4; a < n; a++) {
+		CHECK(plan[a].legacy);
+		CHECK_EQ(plan[a].api_version, FI_VERSION(1, 17));
+		CHECK_EQ(plan[a].caps, plan[a - 4].caps);
+		CHECK_EQ(plan[a].mr_mode, plan[a - 4].mr_mode);
+		CHECK_STR_CONTAINS(plan[a].label, "API 1.17");
+	}
+	/* on 1.17 itself nothing is asked twice */
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 17), plan), 4);
+	n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
 	/* FI_HMEM first, each with and then without RMA */
 	static const struct { int hmem, rma; } want[4] = { { 1, 1 }, { 1, 0 }, { 0, 1 }, { 0, 0 } };
 	for (int a = 0; a < n && a < 4; a++) {
 		const struct fab_attempt_plan *p = &plan[a];
 		CHECK_EQ(p->hmem, want[a].hmem);
 		CHECK_EQ(p->rma, want[a].rma);
+		CHECK(!p->legacy);
 		CHECK_EQ(p->remote, 1);
 		CHECK((p->caps & (FI_TAGGED | FI_MSG | FI_REMOTE_COMM)) ==
 		      (FI_TAGGED | FI_MSG | FI_REMOTE_COMM));
@@ -220,8 +232,13 @@ static int test_plan_named(void)
 	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, "shm", NULL, NULL);
 	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
-	CHECK_EQ(n, 8);
+	CHECK_EQ(n, 16);
 	CHECK(n <= FAB_POLICY_MAX_ATTEMPTS);
+	for (int a = 8; a < n; a++) {
+		CHECK(plan[a].legacy);
+		CHECK_EQ(plan[a].caps, plan[a - 8].caps);
+	}
+	n = 8;
 	for (int a = 0; a < n; a++) {
 		CHECK_EQ(plan[a].remote, a < 4);
 		CHECK_EQ(!!(plan[a].caps & FI_REMOTE_COMM), a < 4);
@@ -234,9 +251,10 @@ static int test_plan_named(void)
 	}
 	/* an exclude-only list names nothing: no single-host pass */
 	make_cfg(&cfg, "^efa", NULL, NULL);
-	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 20), plan), 4);
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 17), plan), 4);
 	make_cfg(&cfg, "^efa,shm", NULL, NULL);
-	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 20), plan), 8);
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 17), plan), 8);
+	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(2, 1), plan), 16);
 	return 0;
 }
 
@@ -259,6 +277,11 @@ static int test_plan_api_version(void)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		int n = fab_policy_plan(&cfg, cases[i].fi, plan);
 		for (int a = 0; a < n; a++) {
+			if (plan[a].legacy) {
+				CHECK_EQ(plan[a].api_version, FI_VERSION(1, 17));
+				CHECK(cases[i].api > FI_VERSION(1, 17));
+				continue;
+			}
 			if (plan[a].api_version != cases[i].api)
 				fprintf(stderr, "  fi_version 0x%x: api 0x%x, expected 0x%x\n", cases[i].fi,
 					plan[a].api_version, cases[i].api);
@@ -288,8 +311,13 @@ static int test_tag_bits(void)
 static int test_name_matches(void)
 {
 	CHECK(fab_policy_name_matches("tcp;ofi_rxm", "tcp;ofi_rxm"));
-	CHECK(fab_policy_name_matches("tcp", "tcp;ofi_rxm"));       /* core name */
-	CHECK(fab_policy_name_matches("TCP", "tcp;ofi_rxm"));       /* any case */
+	CHECK(!fab_policy_name_matches("tcp", "tcp;ofi_rxm"));      /* full names only */
+	CHECK(fab_policy_name_matches_core("tcp", "tcp;ofi_rxm"));  /* the core-name rule */
+	CHECK(fab_policy_name_matches_core("TCP", "tcp;ofi_rxm"));  /* any case */
+	CHECK(!fab_policy_name_matches_core("tcp", "tcp"));         /* not layered: no */
+	CHECK(!fab_policy_name_matches_core("tc", "tcp;ofi_rxm"));
+	CHECK(!fab_policy_name_matches_core("ofi_rxm", "tcp;ofi_rxm"));
+	CHECK(!fab_policy_name_matches_core("", "tcp;ofi_rxm"));
 	CHECK(fab_policy_name_matches("Tcp;OFI_rxm", "tcp;ofi_rxm"));
 	CHECK(fab_policy_name_matches("tcp", "tcp"));
 	CHECK(fab_policy_name_matches("shm", "shm"));
@@ -429,7 +457,9 @@ static int test_select_single_host(void)
 
 	/* an exclude-only list names nothing: no single-host pass at all */
 	scen_init(&s, "^efa");
-	CHECK_EQ(s.n, 4);
+	CHECK_EQ(s.n, 8); /* 4, and the same 4 at API 1.17 */
+	for (int a = 0; a < s.n; a++)
+		CHECK(s.plan[a].remote);
 	scen_free(&s);
 
 	/* with a real provider present, that one is used */
@@ -750,6 +780,136 @@ static int test_select_twins(void)
 	return 0;
 }
 
+
+/* libfabric 2.x: the native tcp RDM provider beside tcp;ofi_rxm, its bare
+ * template entry under FI_REMOTE_COMM, and providers found only at API 1.17. */
+static const struct entry NTCP_TEMPLATE = { .prov = "tcp", .fabric = "tcp", .domain = "tcp" };
+static const struct entry NTCP_LO = { .prov = "tcp", .fabric = "127.0.0.1/32", .domain = "lo",
+				      .ipv4 = "127.0.0.1" };
+static const struct entry NTCP_ETH0 = { .prov = "tcp", .fabric = "192.0.2.0/24", .domain = "eth0",
+					.ipv4 = "192.0.2.2" };
+static const struct entry OLDPROV = { .prov = "oldprov", .fabric = "oldfab", .domain = "old0" };
+
+static struct fi_info *add_template(struct scenario *s, int a)
+{
+	struct fi_info *i = scen_add(s, a, &NTCP_TEMPLATE);
+	i->addr_format = FI_SOCKADDR; /* the generic format, no address */
+	return i;
+}
+
+static int test_select_template(void)
+{
+	struct scenario s;
+	/* unnamed: the template is rejected with advice, rxm on lo is used */
+	scen_init(&s, NULL);
+	struct fi_info *t = add_template(&s, A_HOST_RMA);
+	struct fi_info *r = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK(cand_of(&s, t) && cand_of(&s, t)->template_entry);
+	CHECK_STR_CONTAINS(reason_of(&s, t), "template entry");
+	CHECK_STR_CONTAINS(reason_of(&s, t), "NCCL_FABRIC_PROVIDER");
+	CHECK(kept(&s, r));
+	scen_free(&s);
+
+	/* a real address is no template, even with the provider's name as domain */
+	scen_init(&s, NULL);
+	struct entry e = NTCP_TEMPLATE;
+	e.ipv4 = "192.0.2.7";
+	t = scen_add(&s, A_HOST_RMA, &e);
+	t->addr_format = FI_SOCKADDR;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(kept(&s, t));
+	scen_free(&s);
+
+	/* nothing but a template: no provider, and the reason says why */
+	scen_init(&s, NULL);
+	t = add_template(&s, A_HOST_RMA);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK_STR_CONTAINS(reason_of(&s, t), "template entry");
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_native_tcp_names(void)
+{
+	struct scenario s;
+	/* "tcp" names the native provider where libfabric lists one (2.x) ... */
+	scen_init(&s, "tcp");
+	struct fi_info *t = add_template(&s, A_HOST_RMA);
+	struct fi_info *r = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	struct fi_info *n = scen_add(&s, A_LOCAL_HOST_RMA, &NTCP_LO);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp"));
+	CHECK(kept(&s, n));
+	CHECK(!kept(&s, r));
+	CHECK_STR_CONTAINS(reason_of(&s, r), "not named");
+	CHECK(!kept(&s, t));
+	CHECK_STR_CONTAINS(s.sel.names, "\"tcp\" names provider tcp");
+	scen_free(&s);
+
+	/* ... and the layered one where it does not (1.x) */
+	scen_init(&s, "tcp");
+	r = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK_STR_CONTAINS(s.sel.names, "layered on tcp");
+	scen_free(&s);
+
+	/* the full name always names the layered one */
+	scen_init(&s, "tcp;ofi_rxm");
+	n = scen_add(&s, A_HOST_RMA, &NTCP_ETH0);
+	r = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK(!kept(&s, n));
+	scen_free(&s);
+
+	/* ^tcp on 2.x excludes the native provider only */
+	scen_init(&s, "^tcp");
+	n = scen_add(&s, A_HOST_RMA, &NTCP_ETH0);
+	r = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	CHECK_STR_CONTAINS(reason_of(&s, n), "excluded");
+	scen_free(&s);
+
+	/* a name nothing carries */
+	scen_init(&s, "nosuch");
+	r = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK_STR_CONTAINS(s.sel.names, "names no provider");
+	scen_free(&s);
+	return 0;
+}
+
+static int test_select_legacy_api(void)
+{
+	struct scenario s;
+	memset(&s, 0, sizeof(s));
+	make_cfg(&s.cfg, "oldprov", NULL, NULL);
+	s.n = fab_policy_plan(&s.cfg, FI_VERSION(2, 1), s.plan);
+	CHECK_EQ(s.n, 16);
+	for (int a = 0; a < s.n; a++) {
+		s.res[a].plan = s.plan[a];
+		s.res[a].rc = -FI_ENODATA;
+	}
+	/* tcp;ofi_rxm answers both asks (a twin), oldprov only the API 1.17 one */
+	int legacy_host_rma = 8 + A_HOST_RMA;
+	CHECK(s.plan[legacy_host_rma].legacy);
+	struct fi_info *r1 = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *r2 = scen_add(&s, legacy_host_rma, &TCP_ETH0);
+	struct fi_info *o = scen_add(&s, legacy_host_rma, &OLDPROV);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "oldprov"));
+	CHECK(cand_of(&s, r2) == NULL); /* the same entry asked again: counted on the first */
+	CHECK(cand_of(&s, r1) && cand_of(&s, r1)->twins == 1);
+	CHECK(cand_of(&s, o) && cand_of(&s, o)->api_version == FI_VERSION(1, 17));
+	CHECK(kept(&s, o));
+	scen_free(&s);
+	return 0;
+}
+
 static int test_select_limits(void)
 {
 	struct scenario s;
@@ -899,8 +1059,12 @@ static const struct hmem_case hmem_cases[] = {
 	{ "auto, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "auto", 1, 1, 1, "1",
 	  FAB_HMEM_REFUSED, H, "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API", NULL,
 	  "NCCL_FABRIC_HMEM=force" },
-	{ "auto, EINVAL", V120, 1, P_OPEN, -FI_EINVAL, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_REFUSED, H, "-FI_EINVAL", "NCCL_FABRIC_HMEM=force", NULL },
+	{ "auto, EINVAL on 1.20: libfabric's CUDA support", V120, 1, P_OPEN, -FI_EINVAL, "auto", 1, 1,
+	  1, "1", FAB_HMEM_REFUSED, H, "-FI_EINVAL: libfabric's CUDA support is not active", NULL,
+	  "NCCL_FABRIC_HMEM=force" },
+	{ "auto, EINVAL on 1.17: the provider's own answer", V117, 1, P_OPEN, -FI_EINVAL, "auto", 1,
+	  1, 1, "1", FAB_HMEM_REFUSED, H, "no CUDA library or device", "NCCL_FABRIC_HMEM=force",
+	  NULL },
 	{ "auto, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
 	  FAB_HMEM_REFUSED, H, "does not know the option", "NCCL_FABRIC_HMEM=force", NULL },
 	{ "auto, ENOPROTOOPT on 1.20", V120, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
@@ -910,8 +1074,13 @@ static const struct hmem_case hmem_cases[] = {
 	/* force and no promise: used, with a warning */
 	{ "force, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "force", 1, 1, 1, "1",
 	  FAB_HMEM_FORCED, HCD, "NCCL_FABRIC_HMEM=force", "-FI_EOPNOTSUPP", NULL },
-	{ "force, EINVAL, no DMA-BUF GPU", V120, 1, P_OPEN, -FI_EINVAL, "Force", 1, 1, 0, "1",
+	{ "force, EINVAL on 1.17, no DMA-BUF GPU", V117, 1, P_OPEN, -FI_EINVAL, "Force", 1, 1, 0, "1",
 	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "-FI_EINVAL", NULL },
+	/* force where it cannot work: libfabric >= 1.18 says its CUDA support is off */
+	{ "force refused, EINVAL on 1.20", V120, 1, P_OPEN, -FI_EINVAL, "force", 1, 1, 1, "1",
+	  FAB_HMEM_FORCE_REFUSED, H, "force is refused", "could not register GPU memory", NULL },
+	{ "force refused, EINVAL on 2.0", V200, 1, P_OPEN, -FI_EINVAL, "force", 1, 1, 1, "1",
+	  FAB_HMEM_FORCE_REFUSED, H, "libfabric's CUDA support is not active", NULL, NULL },
 	{ "force, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "force", 1, 1, 1, "1",
 	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "does not know the option", NULL },
 	{ "force, another error, DMABUF=0", V200, 1, P_OPEN, OTHER_ERR, "force", 1, 1, 1, "0",
@@ -961,16 +1130,24 @@ static int test_hmem_table(void)
 
 		int before = unit_failures;
 		int forced = hc->verdict == FAB_HMEM_FORCED;
+		int refused = hc->verdict == FAB_HMEM_FORCE_REFUSED;
 		int used = hc->verdict == FAB_HMEM_PROMISED || forced;
 		CHECK_EQ(d.verdict, hc->verdict);
 		CHECK_EQ(d.use_hmem, used);
 		CHECK_EQ(d.ptr_support, hc->ptr);
 		CHECK_EQ(d.dmabuf, !!(hc->ptr & NCCL_PTR_DMABUF));
-		CHECK_EQ(d.warning[0] != '\0', forced); /* a WARN exactly when forced */
+		/* a WARN exactly when forced, or when force was refused */
+		CHECK_EQ(d.warning[0] != '\0', forced || refused);
 		if (forced) {
 			CHECK_STR_CONTAINS(d.warning, "prov-x");
 			CHECK_STR_CONTAINS(d.warning, "deadlock");
 		}
+		if (refused) {
+			CHECK_STR_CONTAINS(d.warning, "ignored");
+			CHECK_STR_CONTAINS(d.remedy, "--with-cuda");
+			CHECK_STR_CONTAINS(d.remedy, "FI_LOG_LEVEL=info");
+		}
+		CHECK(d.remedy[0] != '\0');
 		CHECK(d.reason[0] != '\0');
 		CHECK(d.dmabuf_reason[0] != '\0');
 		CHECK(d.nccl_effect[0] != '\0');
@@ -985,7 +1162,7 @@ static int test_hmem_table(void)
 		CHECK_EQ(d.expected_cuda_rc, probe.cuda_api_permitted_rc);
 		/* the answer in words */
 		if (hc->probe == P_OPEN)
-			CHECK(!strcmp(d.answer, fab_policy_cuda_answer(hc->rc)));
+			CHECK(!strcmp(d.answer, fab_policy_cuda_answer(hc->rc, hc->fi_version)));
 		else if (hc->probe == P_FAILED)
 			CHECK_STR_CONTAINS(d.answer, "probe endpoint failed");
 		else
@@ -1074,10 +1251,13 @@ static int test_hmem_sweep(void)
 			!gpu ? FAB_HMEM_NO_GPU :
 			pk != P_OPEN ? FAB_HMEM_PROBE_FAILED :
 			rcs[r] == 0 ? FAB_HMEM_PROMISED :
+			m == 1 && rcs[r] == -FI_EINVAL && versions[v] >= V118 ? FAB_HMEM_FORCE_REFUSED :
 			m == 1 ? FAB_HMEM_FORCED : FAB_HMEM_REFUSED;
 		ok &= d.verdict == want;
 		ok &= d.use_hmem == (want == FAB_HMEM_PROMISED || want == FAB_HMEM_FORCED);
-		ok &= (d.warning[0] != '\0') == (want == FAB_HMEM_FORCED);
+		ok &= (d.warning[0] != '\0') ==
+		      (want == FAB_HMEM_FORCED || want == FAB_HMEM_FORCE_REFUSED);
+		ok &= d.remedy[0] != '\0';
 		ok &= d.dmabuf == (d.use_hmem && cd && versions[v] >= V120 && gd);
 		ok &= d.ptr_support == (NCCL_PTR_HOST | (d.use_hmem ? NCCL_PTR_CUDA : 0) |
 					(d.dmabuf ? NCCL_PTR_DMABUF : 0));
@@ -1134,14 +1314,24 @@ static int test_hmem_p2p_words(void)
 static int test_policy_words(void)
 {
 	static const int rcs[] = { 0, -FI_EOPNOTSUPP, -FI_EINVAL, -FI_ENOPROTOOPT, OTHER_ERR };
-	for (int i = 0; i < 5; i++) {
-		CHECK(fab_policy_cuda_answer(rcs[i])[0] != '\0');
-		for (int j = 0; j < i; j++)
-			CHECK(strcmp(fab_policy_cuda_answer(rcs[i]), fab_policy_cuda_answer(rcs[j])) != 0);
+	static const uint32_t vers[] = { V117, V120 };
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 5; i++) {
+			CHECK(fab_policy_cuda_answer(rcs[i], vers[k])[0] != '\0');
+			for (int j = 0; j < i; j++)
+				CHECK(strcmp(fab_policy_cuda_answer(rcs[i], vers[k]),
+					     fab_policy_cuda_answer(rcs[j], vers[k])) != 0);
+		}
+		CHECK_STR_CONTAINS(fab_policy_cuda_answer(0, vers[k]), "promises");
+		CHECK(!strcmp(fab_policy_cuda_answer(-FI_EAGAIN, vers[k]),
+			      fab_policy_cuda_answer(OTHER_ERR, vers[k])));
 	}
-	CHECK_STR_CONTAINS(fab_policy_cuda_answer(0), "promises");
-	CHECK(!strcmp(fab_policy_cuda_answer(-FI_EAGAIN), fab_policy_cuda_answer(OTHER_ERR)));
-	for (int v = FAB_HMEM_NO_SETTING; v <= FAB_HMEM_FORCED; v++) {
+	/* what -FI_EINVAL and -FI_ENOPROTOOPT mean depends on the version */
+	CHECK_STR_CONTAINS(fab_policy_cuda_answer(-FI_EINVAL, V120), "libfabric's CUDA support");
+	CHECK(!strstr(fab_policy_cuda_answer(-FI_EINVAL, V117), "libfabric's CUDA support"));
+	CHECK_STR_CONTAINS(fab_policy_cuda_answer(-FI_ENOPROTOOPT, V117), "1.18");
+	CHECK(!strstr(fab_policy_cuda_answer(-FI_ENOPROTOOPT, V200), "1.18"));
+	for (int v = FAB_HMEM_NO_SETTING; v <= FAB_HMEM_FORCE_REFUSED; v++) {
 		const char *name = fab_policy_verdict_name((enum fab_hmem_verdict)v);
 		CHECK(strcmp(name, "?") != 0);
 		for (int w = FAB_HMEM_NO_SETTING; w < v; w++)
@@ -1232,7 +1422,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_plan_named, "plan: a named provider adds the single-host pass"),
 	TEST_ENTRY(test_plan_api_version, "plan: api_version capped between 1.17 and 1.22"),
 	TEST_ENTRY(test_tag_bits, "tag bits from mem_tag_format, generic patterns are 64"),
-	TEST_ENTRY(test_name_matches, "provider names: full or core name, any case, no prefixes"),
+	TEST_ENTRY(test_name_matches, "provider names: full name, or the core name of a layered one"),
 	TEST_ENTRY(test_select_first_wins, "the first usable provider in discovery order wins"),
 	TEST_ENTRY(test_select_include_order, "NCCL_FABRIC_PROVIDER order beats discovery order"),
 	TEST_ENTRY(test_select_exclude, "^name excludes (core name too), beats include"),
@@ -1243,6 +1433,9 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_select_loopback, "loopback only when no real interface of the provider"),
 	TEST_ENTRY(test_select_hmem_host_per_device, "hmem_info and host_info per device"),
 	TEST_ENTRY(test_select_twins, "identical entries of an attempt count as twins"),
+	TEST_ENTRY(test_select_template, "a bare template entry (2.x, FI_REMOTE_COMM on loopback) is rejected"),
+	TEST_ENTRY(test_select_native_tcp_names, "\"tcp\" names native tcp where listed, else tcp;ofi_rxm"),
+	TEST_ENTRY(test_select_legacy_api, "a provider found only at API 1.17 is used; repeats are twins"),
 	TEST_ENTRY(test_select_limits, "more than 32 devices, more than 256 candidates"),
 	TEST_ENTRY(test_select_realistic_tcp, "this host's tcp;ofi_rxm listing gives one eth0 device"),
 	TEST_ENTRY(test_hmem_table, "GPU-memory decision table: verdict, ptr bits, warning, reason"),

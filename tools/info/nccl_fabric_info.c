@@ -22,10 +22,16 @@
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: nccl-fabric-info [--json] [--settings] [--plugin PATH]\n"
+		"usage: nccl-fabric-info [--json] [--candidates] [--settings] [--plugin PATH]\n"
 		"                        [--provider LIST] [--hmem auto|force|off]\n"
 		"\n"
-		"  --json           one JSON object instead of text\n"
+		"The verdict comes first: libfabric version, provider, the devices, the\n"
+		"FI_OPT_CUDA_API_PERMITTED answer, the GPU-memory decision, what NCCL will\n"
+		"do, and the remedy; then the devices, the settings and the CUDA driver.\n"
+		"\n"
+		"  --json           one JSON object instead of text (with the candidates)\n"
+		"  --candidates     also every discovery attempt and candidate, with the\n"
+		"                   reason each was kept or rejected\n"
 		"  --settings       only the NCCL_FABRIC_* settings\n"
 		"  --plugin PATH    the plugin to load (default: NCCL_NET_PLUGIN when it is a\n"
 		"                   path, else ../lib/libnccl-net-fabric.so beside this tool)\n"
@@ -53,11 +59,13 @@ static void default_plugin_path(char *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-	int json = 0, settings_only = 0;
+	int json = 0, settings_only = 0, candidates = 0;
 	char plugin[PATH_MAX] = "";
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = 1;
+		} else if (!strcmp(argv[i], "--candidates") || !strcmp(argv[i], "--all")) {
+			candidates = 1;
 		} else if (!strcmp(argv[i], "--settings")) {
 			settings_only = 1;
 		} else if (!strcmp(argv[i], "--plugin") && i + 1 < argc) {
@@ -94,9 +102,11 @@ int main(int argc, char **argv)
 	}
 	if (!json)
 		printf("plugin: %s\n", plugin);
-	int rc = tools->report(stdout, json);
+	int rc = tools->report(stdout, (json ? NCCL_FABRIC_REPORT_JSON : 0) |
+					       (candidates ? NCCL_FABRIC_REPORT_CANDIDATES : 0));
 	fflush(stdout);
 	if (rc)
-		fprintf(stderr, "nccl-fabric-info: no usable provider (see \"Provider:\" above)\n");
+		fprintf(stderr, "nccl-fabric-info: no usable provider (see \"provider:\" above; "
+				"--candidates says why each was rejected)\n");
 	return rc ? 1 : 0;
 }
