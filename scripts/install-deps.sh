@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs, if any is missing.
 # Debian 12: libfabric 1.17 from the distribution, CMake, a C11 compiler.
+#   scripts/install-deps.sh          what building and the main job need
+#   scripts/install-deps.sh --test   also what the tests need: autotools to
+#                                    build libfabric 2.x from Debian 13's source
+#                                    package (scripts/libfabric-2x.sh)
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libfabric-dev libfabric-bin iproute2)
+if [ "${1:-}" = --test ]; then
+  packages+=(autoconf automake libtool xz-utils util-linux)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

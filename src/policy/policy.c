@@ -85,11 +85,14 @@ int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
 	struct name_list names;
 	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
 	bool named = names.ninc > 0;
+	/* Each API 1.17 ask follows its newer twin at once, so the order of
+	 * preference (remote first, FI_HMEM first, RMA first) holds for providers
+	 * of either kind. */
 	int n = 0;
-	for (int legacy = 0; legacy <= (api > FAB_API_VERSION_MIN ? 1 : 0); legacy++)
-		for (int local = 0; local <= (named ? 1 : 0); local++)
-			for (int hmem = 1; hmem >= 0; hmem--)
-				for (int rma = 1; rma >= 0; rma--)
+	for (int local = 0; local <= (named ? 1 : 0); local++)
+		for (int hmem = 1; hmem >= 0; hmem--)
+			for (int rma = 1; rma >= 0; rma--)
+				for (int legacy = 0; legacy <= (api > FAB_API_VERSION_MIN ? 1 : 0); legacy++)
 					plan_one(&plan[n++], local, hmem, rma,
 						 legacy ? FAB_API_VERSION_MIN : api, legacy);
 	return n;

@@ -300,8 +300,11 @@ static int th_av_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 
 	if (bfid->fclass != FI_CLASS_EQ)
 		return -FI_EINVAL;
-	return fi_av_bind(av->base, &container_of(bfid, struct th_eq, eq_fid.fid)->base->fid,
-			  flags);
+	/* fi_av_bind is deprecated from libfabric 2.0 on; the call it wraps is the
+	 * same on every version, so forward through the fid's ops directly. */
+	struct fid *base = &av->base->fid;
+	return base->ops->bind(base, &container_of(bfid, struct th_eq, eq_fid.fid)->base->fid,
+			       flags);
 }
 
 static int th_av_control(struct fid *fid, int command, void *arg)
