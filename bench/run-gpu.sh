@@ -19,6 +19,12 @@
 #   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
 #   gpu-buffers         plugin with the testhmem provider in CUDA mode:
 #                       checks GDRDMA in NCCL's log, data, and a sweep
+#   libfabric           the plugin on the libfabric of this setup (FABRIC_LF2_DIR:
+#                       a CUDA-enabled 2.x built on the CPU machine with
+#                       scripts/libfabric-2x.sh --cuda): every collective over
+#                       native tcp, tcp;ofi_rxm, shm, and shm with
+#                       NCCL_FABRIC_HMEM=force (GPU buffers to shm, GDRDMA
+#                       checked); prints each path's GPU-memory decision lines
 #   plot                merge the sweep CSVs, print a table, draw busbw.png
 #   all                 every stage above in order (needs more than 10 minutes)
 #
@@ -34,6 +40,12 @@
 #
 # Settings (environment):
 #   FABRIC_DEBS          folder of Debian libfabric .debs (default .debs/)
+#   FABRIC_LF2_DIR       a libfabric install prefix to use instead of the .debs
+#                        (lib/, bin/); /usr/local/cuda/lib64 joins the library
+#                        path so its CUDA support finds libcudart.so
+#   FABRIC_VHOSTS        N >= 2: multi-process runs start N ranks on GPU 0, each
+#                        its own "host" (NCCL_HOSTID=vhost<rank>) under CUDA MPS,
+#                        so one GPU is enough for the network path
 #   FABRIC_PLUGIN_DIR    use the prebuilt libnccl-net-fabric.so in this folder
 #                        instead of building the plugin here
 #   FABRIC_CMAKE_ARGS    extra cmake arguments for the plugin build
@@ -81,7 +93,7 @@ RESULTS=$WORK/results # CSVs kept across device calls while the machine stays
 SUMMARY=$OUTDIR/summary.txt
 
 ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-shm bench-socket
-	bench-socket-tuned gpu-buffers plot)
+	bench-socket-tuned gpu-buffers libfabric plot)
 
 # ------------------------------------------------------------------ helpers
 
@@ -149,7 +161,7 @@ path_env() {
 		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
 		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
 	case $path in
-	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu)
+	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force)
 		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
 		case $path in
 		fabric-tcp) [[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER") ;;
@@ -159,6 +171,12 @@ path_env() {
 			ENV_RUN+=(NCCL_FABRIC_RAILS=${FABRIC_RAILS:-4} NCCL_FABRIC_PROGRESS_THREADS=1)
 			;;
 		fabric-shm) ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm) ;;
+		fabric-tcp-native) ENV_RUN+=(NCCL_FABRIC_PROVIDER=tcp) ;;
+		fabric-shm-force)
+			# GPU buffers to shm although it answers -FI_EOPNOTSUPP; SYS lets NCCL
+			# hand them over on a host without a PCI path to the "NIC"
+			ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm NCCL_FABRIC_HMEM=force NCCL_NET_GDR_LEVEL=SYS)
+			;;
 		fabric-gpu)
 			ENV_RUN+=(NCCL_FABRIC_HMEM=force NCCL_FABRIC_PROVIDER=testhmem "TESTHMEM_BASE=tcp;ofi_rxm"
 				TESTHMEM_MODE=cuda "FI_PROVIDER_PATH=$TESTPROV_DIR" NCCL_NET_GDR_LEVEL=SYS
@@ -330,11 +348,19 @@ run_bench() {
 			--path "$path" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
 	else
 		out=$base.rank0.out
-		local iddir
+		local iddir nranks=$NGPUS
+		local -a rank_env
 		iddir=$(mktemp -d "$WORK/id.XXXXXX")
-		for ((r = 0; r < NGPUS; r++)); do
-			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$NGPUS" \
-				LOCAL_RANK=$r "$BENCH" --mode multi --id-dir "$iddir" --path "$path" --csv "$csv" "$@" \
+		((${FABRIC_VHOSTS:-0} >= 2)) && nranks=$FABRIC_VHOSTS
+		for ((r = 0; r < nranks; r++)); do
+			# one GPU, several hosts: every rank on GPU 0 under its own host id
+			if ((${FABRIC_VHOSTS:-0} >= 2)); then
+				rank_env=(LOCAL_RANK=0 "NCCL_HOSTID=vhost$r" "CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE")
+			else
+				rank_env=(LOCAL_RANK=$r)
+			fi
+			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$nranks" \
+				"${rank_env[@]}" "$BENCH" --mode multi --id-dir "$iddir" --path "$path" --csv "$csv" "$@" \
 				>"$base.rank$r.out" 2>&1 &
 			pids+=($!)
 		done
@@ -469,7 +495,18 @@ stage_setup() {
 	# libfabric from the carried Debian packages, unpacked into a scratch root
 	local -a debs=()
 	for deb in "$FABRIC_DEBS"/*.deb; do [[ -e $deb ]] && debs+=("$deb"); done
-	if ((${#debs[@]} > 0)); then
+	if [[ -n ${FABRIC_LF2_DIR:-} ]]; then
+		local lf2
+		lf2=$(cd "$FABRIC_LF2_DIR" 2>/dev/null && pwd) || die "FABRIC_LF2_DIR=$FABRIC_LF2_DIR does not exist"
+		[[ -e $lf2/lib/libfabric.so.1 ]] || die "FABRIC_LF2_DIR=$lf2 has no lib/libfabric.so.1"
+		export LD_LIBRARY_PATH=$lf2/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+		export PATH=$lf2/bin:$PATH
+		# the prefix names where it was built: point its .pc at where it is now
+		mkdir -p "$WORK/pkgconfig"
+		sed "s|^prefix=.*|prefix=$lf2|; s|^libdir=.*|libdir=$lf2/lib|; s|^includedir=.*|includedir=$lf2/include|" \
+			"$lf2/lib/pkgconfig/libfabric.pc" >"$WORK/pkgconfig/libfabric.pc" 2>/dev/null || true
+		say "libfabric: from FABRIC_LF2_DIR=$lf2"
+	elif ((${#debs[@]} > 0)); then
 		local stamp=$root/.debs-list want
 		want=$(for deb in "${debs[@]}"; do basename "$deb"; done | sha1sum | cut -c1-16)
 		if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
@@ -611,7 +648,54 @@ EOF
 # ------------------------------------------------------------------ stages
 
 need_gpus() {
-	((NGPUS >= 2)) || die "$NGPUS GPU(s) visible: the network path between GPUs needs 2 (nvidia-h200-x2)"
+	if ((${FABRIC_VHOSTS:-0} >= 2)); then
+		((NGPUS >= 1)) || die "no GPU visible"
+		mps_start
+		return 0
+	fi
+	((NGPUS >= 2)) || die "$NGPUS GPU(s) visible: the network path between GPUs needs 2 (nvidia-h200-x2), or FABRIC_VHOSTS=N ranks as hosts on one GPU"
+}
+
+# CUDA MPS for the virtual hosts: without it the GPU time-slices the ranks'
+# kernels and every path caps at the same speed. Stopped at exit.
+MPS_PIPE=""
+mps_start() {
+	[[ -n $MPS_PIPE ]] && return 0
+	MPS_PIPE=$WORK/mps
+	mkdir -p "$MPS_PIPE" "$WORK/mpslog"
+	if ! CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE CUDA_MPS_LOG_DIRECTORY=$WORK/mpslog nvidia-cuda-mps-control -d \
+		>>"$STAGE_LOG/mps.log" 2>&1; then
+		say "WARNING: nvidia-cuda-mps-control -d failed (see $STAGE_LOG/mps.log): ranks time-slice the GPU"
+	fi
+	export CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE
+}
+mps_stop() {
+	[[ -n $MPS_PIPE ]] || return 0
+	echo quit | CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE nvidia-cuda-mps-control >/dev/null 2>&1 || true
+	MPS_PIPE=""
+}
+
+# The plugin on this setup's libfabric: every collective over each provider,
+# with the GPU-memory decision each run logged.
+stage_libfabric() {
+	ensure_setup
+	need_gpus
+	local path fail=0 base
+	say "libfabric: $(fi_info --version 2>/dev/null | grep -m1 -i 'libfabric:' | sed 's/.*: *//')"
+	for path in ${LF_PATHS:-fabric-tcp-native fabric-tcp fabric-shm fabric-shm-force}; do
+		local gdr=""
+		[[ $path == fabric-shm-force ]] && gdr=gdr
+		GDR_CHECK=$gdr run_bench "lf-$path-multi" "$path" multi correctness.csv \
+			--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 \
+			--timeout 120 || fail=1
+		base=$STAGE_LOG/lf-$path-multi
+		# the decision, as NCCL_DEBUG=INFO shows it (rank 0's log)
+		local f
+		f=$(ls "$base".nccl.*.log 2>/dev/null | head -n 1)
+		[[ -n $f ]] && grep -h -E 'NET/Fabric : (libfabric [0-9]|NCCL_FABRIC_PROVIDER:|GPU memory|FI_OPT_CUDA_API_PERMITTED|What NCCL|device 0:)|NET/Fabric.*WARN|Using network' "$f" |
+			sed 's/^[^ ]* [^ ]* //; s/^/    info: /' | cut -c1-400 | tee -a "$SUMMARY"
+	done
+	return $fail
 }
 
 stage_correctness() {
@@ -743,6 +827,7 @@ run_stage() {
 	bench-socket) stage_sweep nccl-socket || rc=$? ;;
 	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;
 	gpu-buffers) stage_gpu_buffers || rc=$? ;;
+	libfabric) stage_libfabric || rc=$? ;;
 	plot) stage_plot || rc=$? ;;
 	esac
 	pack_logs # after every stage, so a later kill keeps the logs so far
@@ -770,7 +855,7 @@ for s in "$@"; do
 done
 
 mkdir -p "$OUTDIR" "$WORK" "$RESULTS" "$LOGROOT" || exit 2
-trap pack_logs EXIT # also after die()
+trap 'mps_stop; pack_logs' EXIT # also after die()
 NGPUS=0
 PLUGIN="" BENCH="" TESTPROV_DIR=""
 say "# run-gpu.sh $* (run $RUN_ID, $(hostname), output $OUTDIR)"
