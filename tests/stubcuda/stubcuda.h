@@ -1,5 +1,7 @@
 /*
- * stubcuda: a stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU.
+ * stubcuda: a stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU,
+ * and over it a stand-in for the CUDA runtime (libcudart.so, described at the end of
+ * this comment). README.md in this folder has an overview and the tests.
  *
  * Tests put ${CMAKE_BINARY_DIR}/stubcuda first on LD_LIBRARY_PATH so that
  * dlopen("libcuda.so.1") finds this library. It reports GPUs that do not exist;
