@@ -47,6 +47,8 @@ enum {
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_UNKNOWN = 999,
 };
@@ -73,12 +75,15 @@ enum {
 	CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
 	CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6,
 	CU_POINTER_ATTRIBUTE_BUFFER_ID = 7,
+	CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
 	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
 	CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
 	CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
 };
 
 enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2 };
+/* cuMemHostRegister flags: PORTABLE 1, DEVICEMAP 2, IOMEMORY 4, READ_ONLY 8 */
+#define STUB_HOST_REGISTER_FLAGS 0xfu
 enum { CU_STREAM_DEFAULT = 0, CU_STREAM_NON_BLOCKING = 1 };
 enum { CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX = 0 };
 enum {
@@ -110,8 +115,13 @@ enum {
 	X(cuDeviceTotalMem_v2, CUresult, (size_t *bytes, CUdevice dev), 3020)       \
 	X(cuPointerGetAttribute, CUresult,                                          \
 	  (void *data, CUpointer_attribute attr, CUdeviceptr ptr), 4000)            \
+	X(cuPointerGetAttributes, CUresult,                                         \
+	  (unsigned int n, CUpointer_attribute *attrs, void **data,                 \
+	   CUdeviceptr ptr), 7000)                                                  \
 	X(cuPointerSetAttribute, CUresult,                                          \
 	  (const void *value, CUpointer_attribute attr, CUdeviceptr ptr), 6000)     \
+	X(cuDeviceCanAccessPeer, CUresult,                                          \
+	  (int *can, CUdevice dev, CUdevice peer), 4000)                            \
 	X(cuFlushGPUDirectRDMAWrites, CUresult,                                     \
 	  (CUflushGPUDirectRDMAWritesTarget target,                                 \
 	   CUflushGPUDirectRDMAWritesScope scope), 11030)                           \
@@ -134,10 +144,15 @@ enum {
 	X(cuMemcpyDtoH_v2, CUresult, (void *dst, CUdeviceptr src, size_t n), 3020)  \
 	X(cuMemcpyHtoD_v2, CUresult,                                                \
 	  (CUdeviceptr dst, const void *src, size_t n), 3020)                       \
+	X(cuMemcpyDtoD_v2, CUresult,                                                \
+	  (CUdeviceptr dst, CUdeviceptr src, size_t n), 3020)                       \
 	X(cuMemAlloc_v2, CUresult, (CUdeviceptr *dptr, size_t n), 3020)             \
 	X(cuMemFree_v2, CUresult, (CUdeviceptr dptr), 3020)                         \
 	X(cuMemAllocHost_v2, CUresult, (void **pp, size_t n), 3020)                 \
 	X(cuMemFreeHost, CUresult, (void *p), 2000)                                 \
+	X(cuMemHostRegister_v2, CUresult,                                           \
+	  (void *p, size_t n, unsigned int flags), 6050)                            \
+	X(cuMemHostUnregister, CUresult, (void *p), 4000)                           \
 	X(cuMemGetAddressRange_v2, CUresult,                                        \
 	  (CUdeviceptr *base, size_t *size, CUdeviceptr dptr), 3020)                \
 	X(cuMemGetHandleForAddressRange, CUresult,                                  \
@@ -160,6 +175,9 @@ STUB_API unsigned long stubcuda_cross_device_count(void);
 STUB_API int stubcuda_unmark(void *p);
 STUB_API unsigned long stubcuda_flush_count(void);
 STUB_API unsigned long stubcuda_call_count(const char *name);
+STUB_API void stubcuda_rt_enter(const char *name);
+STUB_API void stubcuda_rt_leave(void);
+STUB_API unsigned long stubcuda_rt_call_count(const char *name);
 
 /* ---- call accounting ---- */
 
@@ -178,6 +196,10 @@ static const char *const stub_fn_names[FN_COUNT] = {
 
 static atomic_ulong stub_calls[FN_COUNT];
 static atomic_ulong stub_calls_total;
+/* driver calls that the stub runtime (libcudart.so) made on a caller's behalf: between
+ * stubcuda_rt_enter and stubcuda_rt_leave on this thread */
+static atomic_ulong stub_calls_rt[FN_COUNT];
+static _Thread_local int stub_rt_depth;
 static atomic_ulong stub_flushes;
 
 static int stub_log_fd = -1;
@@ -191,22 +213,34 @@ static void stub_log_open(void)
 		stub_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
-/* Counts the call and appends its name to STUBCUDA_LOG (one write: lines from
- * several threads or processes never interleave). */
-static void stub_note(enum stub_fn fn)
+/* Appends one line to STUBCUDA_LOG (one write: lines from several threads or
+ * processes never interleave). */
+static void stub_log_line(const char *prefix, const char *name)
 {
-	char line[64];
+	char line[96];
 	int n;
 
-	atomic_fetch_add(&stub_calls[fn], 1);
-	atomic_fetch_add(&stub_calls_total, 1);
 	pthread_once(&stub_log_once, stub_log_open);
 	if (stub_log_fd < 0)
 		return;
-	n = snprintf(line, sizeof(line), "%s\n", stub_fn_names[fn]);
+	n = snprintf(line, sizeof(line), "%s%s\n", prefix, name);
 	if (n > 0 && write(stub_log_fd, line, (size_t)n) < 0) {
 		/* the log is best effort; a test that reads it will notice */
 	}
+}
+
+/* Counts the call and logs its name; a call the stub runtime makes inside one of
+ * its own functions is counted apart and logged as "cudart:<name>". */
+static void stub_note(enum stub_fn fn)
+{
+	if (stub_rt_depth) {
+		atomic_fetch_add(&stub_calls_rt[fn], 1);
+		stub_log_line("cudart:", stub_fn_names[fn]);
+		return;
+	}
+	atomic_fetch_add(&stub_calls[fn], 1);
+	atomic_fetch_add(&stub_calls_total, 1);
+	stub_log_line("", stub_fn_names[fn]);
 }
 
 /* ---- environment ---- */
@@ -415,6 +449,26 @@ static int stub_range_find(uintptr_t p, size_t len, struct stub_range *out)
 	return ret;
 }
 
+/* Finds a marked range that overlaps [p, p+len). */
+static int stub_range_overlap(uintptr_t p, size_t len, struct stub_range *out)
+{
+	int ret = -1;
+	size_t i;
+
+	pthread_mutex_lock(&stub_range_lock);
+	for (i = 0; i < stub_nranges; i++) {
+		struct stub_range *r = &stub_ranges[i];
+
+		if (p < r->start + r->len && r->start < p + len) {
+			*out = *r;
+			ret = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&stub_range_lock);
+	return ret;
+}
+
 static int stub_is_device(uintptr_t p, size_t n)
 {
 	struct stub_range r;
@@ -574,7 +628,92 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* Peer access between two different reported devices: STUBCUDA_P2P (default 1). A
+ * device is not its own peer (0): the stub's choice. */
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
+{
+	stub_note(FN_cuDeviceCanAccessPeer);
+	STUB_NEED_INIT();
+	if (!can)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stub_dev_valid(dev) || !stub_dev_valid(peer))
+		return CUDA_ERROR_INVALID_DEVICE;
+	*can = dev != peer && stub_env_long("STUBCUDA_P2P", 1) ? 1 : 0;
+	return CUDA_SUCCESS;
+}
+
 /* ---- pointers ---- */
+
+/* One attribute of ptr, which lies in the marked range r. */
+static CUresult stub_pointer_attr(const struct stub_range *r, CUpointer_attribute attr,
+				  CUdeviceptr ptr, void *data)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned int *)data = (unsigned int)r->type;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = r->device;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = &stub_primary[r->device];
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = ptr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		if (r->type != STUB_MEM_HOST)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(void **)data = (void *)(uintptr_t)ptr;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		*(unsigned long long *)data = r->id;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		*(unsigned int *)data = 0; /* the stub has no managed memory */
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = (CUdeviceptr)r->start;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = r->len;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED; /* not modelled by the stub */
+	}
+}
+
+/* What cuPointerGetAttributes stores for a pointer the driver does not know (or an
+ * attribute that does not apply to it): NULL / zero, and for the device ordinal
+ * -2 (cudaInvalidDeviceId). */
+static CUresult stub_pointer_attr_default(CUpointer_attribute attr, void *data)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		*(unsigned int *)data = 0;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = -2;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		*(void **)data = NULL;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = 0;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		*(unsigned long long *)data = 0;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		*(size_t *)data = 0;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
 
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
 {
@@ -587,36 +726,36 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr
 	/* unregistered host memory: the real driver answers CUDA_ERROR_INVALID_VALUE */
 	if (stub_range_find((uintptr_t)ptr, 0, &r))
 		return CUDA_ERROR_INVALID_VALUE;
-	switch (attr) {
-	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-		*(unsigned int *)data = (unsigned int)r.type;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = r.device;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = &stub_primary[r.device];
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		*(CUdeviceptr *)data = ptr;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		if (r.type != STUB_MEM_HOST)
+	return stub_pointer_attr(&r, attr, ptr, data);
+}
+
+/* Unlike cuPointerGetAttribute, memory the driver does not know is no error: every
+ * attribute gets its default value and the call succeeds (as documented). */
+CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+				CUdeviceptr ptr)
+{
+	struct stub_range r;
+	int known;
+	unsigned int i;
+
+	stub_note(FN_cuPointerGetAttributes);
+	STUB_NEED_INIT();
+	if (!n || !attrs || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < n; i++)
+		if (!data[i])
 			return CUDA_ERROR_INVALID_VALUE;
-		*(void **)data = (void *)(uintptr_t)ptr;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-		*(unsigned long long *)data = r.id;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-		*(CUdeviceptr *)data = (CUdeviceptr)r.start;
-		return CUDA_SUCCESS;
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-		*(size_t *)data = r.len;
-		return CUDA_SUCCESS;
-	default:
-		return CUDA_ERROR_NOT_SUPPORTED; /* not modelled by the stub */
+	known = !stub_range_find((uintptr_t)ptr, 0, &r);
+	for (i = 0; i < n; i++) {
+		CUresult res = known ? stub_pointer_attr(&r, attrs[i], ptr, data[i])
+				     : CUDA_ERROR_INVALID_VALUE;
+
+		if (res == CUDA_ERROR_INVALID_VALUE)
+			res = stub_pointer_attr_default(attrs[i], data[i]);
+		if (res != CUDA_SUCCESS)
+			return res;
 	}
+	return CUDA_SUCCESS;
 }
 
 CUresult cuPointerSetAttribute(const void *value, CUpointer_attribute attr, CUdeviceptr ptr)
@@ -662,6 +801,10 @@ static const struct stub_err stub_errors[] = {
 	{ CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found" },
 	{ CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
 	  "an illegal memory access was encountered" },
+	{ CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+	  "part or all of the requested memory range is already mapped" },
+	{ CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
+	  "pointer does not correspond to a registered memory region" },
 	{ CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
 	{ CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error" },
 };
@@ -930,6 +1073,19 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 	return stub_copy((void *)(uintptr_t)dst, src, n, STUBCUDA_COPY_HTOD, -1);
 }
 
+/* Device to device: both ranges must be device memory (of any devices). */
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	stub_note(FN_cuMemcpyDtoD_v2);
+	STUB_NEED_CTX();
+	if (!n)
+		return CUDA_SUCCESS;
+	if (stub_device_of((uintptr_t)dst, n) < 0 || stub_device_of((uintptr_t)src, n) < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
 /* ---- allocations ---- */
 
 static void *stub_alloc(size_t n)
@@ -1014,6 +1170,39 @@ CUresult cuMemFreeHost(void *p)
 	return CUDA_SUCCESS;
 }
 
+/* Page-locks nothing: marks [p, p+n) as registered host memory (MEMORY_TYPE HOST). */
+CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags)
+{
+	struct stub_range r;
+
+	stub_note(FN_cuMemHostRegister_v2);
+	STUB_NEED_CTX();
+	if (!p || !n || (flags & ~STUB_HOST_REGISTER_FLAGS))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stub_range_overlap((uintptr_t)p, n, &r))
+		return r.type == STUB_MEM_HOST ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+					       : CUDA_ERROR_INVALID_VALUE;
+	if (stub_range_add(p, n, STUB_MEM_HOST, 0, stub_current()->device))
+		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED; /* raced another caller */
+	return CUDA_SUCCESS;
+}
+
+/* p must be the start of a range registered with cuMemHostRegister_v2. */
+CUresult cuMemHostUnregister(void *p)
+{
+	struct stub_range r;
+
+	stub_note(FN_cuMemHostUnregister);
+	STUB_NEED_CTX();
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (stub_range_find((uintptr_t)p, 0, &r) || r.type != STUB_MEM_HOST || r.owned ||
+	    r.start != (uintptr_t)p)
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	stub_range_del(p);
+	return CUDA_SUCCESS;
+}
+
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
 {
 	struct stub_range r;
@@ -1058,7 +1247,9 @@ static const struct stub_proc stub_procs[] = {
 	{ "cuDeviceGetPCIBusId", 4010, (void *)cuDeviceGetPCIBusId },
 	{ "cuDeviceTotalMem", 3020, (void *)cuDeviceTotalMem_v2 },
 	{ "cuPointerGetAttribute", 4000, (void *)cuPointerGetAttribute },
+	{ "cuPointerGetAttributes", 7000, (void *)cuPointerGetAttributes },
 	{ "cuPointerSetAttribute", 6000, (void *)cuPointerSetAttribute },
+	{ "cuDeviceCanAccessPeer", 4000, (void *)cuDeviceCanAccessPeer },
 	{ "cuFlushGPUDirectRDMAWrites", 11030, (void *)cuFlushGPUDirectRDMAWrites },
 	{ "cuGetErrorString", 6000, (void *)cuGetErrorString },
 	{ "cuGetErrorName", 6000, (void *)cuGetErrorName },
@@ -1076,10 +1267,13 @@ static const struct stub_proc stub_procs[] = {
 	{ "cuMemcpyHtoDAsync", 3020, (void *)cuMemcpyHtoDAsync_v2 },
 	{ "cuMemcpyDtoH", 3020, (void *)cuMemcpyDtoH_v2 },
 	{ "cuMemcpyHtoD", 3020, (void *)cuMemcpyHtoD_v2 },
+	{ "cuMemcpyDtoD", 3020, (void *)cuMemcpyDtoD_v2 },
 	{ "cuMemAlloc", 3020, (void *)cuMemAlloc_v2 },
 	{ "cuMemFree", 3020, (void *)cuMemFree_v2 },
 	{ "cuMemAllocHost", 3020, (void *)cuMemAllocHost_v2 },
 	{ "cuMemFreeHost", 2000, (void *)cuMemFreeHost },
+	{ "cuMemHostRegister", 6050, (void *)cuMemHostRegister_v2 },
+	{ "cuMemHostUnregister", 4000, (void *)cuMemHostUnregister },
 	{ "cuMemGetAddressRange", 3020, (void *)cuMemGetAddressRange_v2 },
 	{ "cuMemGetHandleForAddressRange", 11070, (void *)cuMemGetHandleForAddressRange },
 	{ "cuGetProcAddress", 12000, (void *)cuGetProcAddress_v2 },
@@ -1168,12 +1362,74 @@ unsigned long stubcuda_flush_count(void)
 
 unsigned long stubcuda_call_count(const char *name)
 {
+	atomic_ulong *table = stub_calls;
 	int i;
 
 	if (!name)
 		return atomic_load(&stub_calls_total);
+	if (!strncmp(name, "cudart:", 7)) {
+		table = stub_calls_rt;
+		name += 7;
+	}
 	for (i = 0; i < FN_COUNT; i++)
 		if (!strcmp(stub_fn_names[i], name))
-			return atomic_load(&stub_calls[i]);
+			return atomic_load(&table[i]);
 	return 0;
+}
+
+/* ---- hooks for the stub runtime (stubcudart.c) ---- */
+
+/* Calls of the runtime's functions by name: a small table, filled as names come. */
+#define STUB_RT_NAMES 48
+static pthread_mutex_t stub_rt_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char name[40];
+	unsigned long calls;
+} stub_rt_calls[STUB_RT_NAMES];
+static unsigned long stub_rt_total;
+
+void stubcuda_rt_enter(const char *name)
+{
+	int i;
+
+	stub_rt_depth++;
+	if (!name)
+		return;
+	pthread_mutex_lock(&stub_rt_lock);
+	stub_rt_total++;
+	for (i = 0; i < STUB_RT_NAMES; i++) {
+		if (!stub_rt_calls[i].name[0])
+			snprintf(stub_rt_calls[i].name, sizeof(stub_rt_calls[i].name), "%s",
+				 name);
+		if (!strcmp(stub_rt_calls[i].name, name)) {
+			stub_rt_calls[i].calls++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&stub_rt_lock);
+	stub_log_line("", name);
+}
+
+void stubcuda_rt_leave(void)
+{
+	if (stub_rt_depth > 0)
+		stub_rt_depth--;
+}
+
+unsigned long stubcuda_rt_call_count(const char *name)
+{
+	unsigned long n = 0;
+	int i;
+
+	pthread_mutex_lock(&stub_rt_lock);
+	if (!name)
+		n = stub_rt_total;
+	for (i = 0; name && i < STUB_RT_NAMES && stub_rt_calls[i].name[0]; i++) {
+		if (!strcmp(stub_rt_calls[i].name, name)) {
+			n = stub_rt_calls[i].calls;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&stub_rt_lock);
+	return n;
 }

@@ -1,5 +1,7 @@
 /*
- * stubcuda: a stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU.
+ * stubcuda: a stand-in for the CUDA driver (libcuda.so.1) for machines without a GPU,
+ * and over it a stand-in for the CUDA runtime (libcudart.so, described at the end of
+ * this comment). README.md in this folder has an overview and the tests.
  *
  * Tests put ${CMAKE_BINARY_DIR}/stubcuda first on LD_LIBRARY_PATH so that
  * dlopen("libcuda.so.1") finds this library. It reports GPUs that do not exist;
@@ -17,8 +19,11 @@
  *                                  (default 0 = NONE, so callers must flush)
  *   STUBCUDA_PCI_BUS_IDS=a,b,...   PCI bus ids of devices 0,1,... ("0000:18:00.0");
  *                                  the default is a fixed 8-GPU table
+ *   STUBCUDA_P2P=0|1               cuDeviceCanAccessPeer between two different devices
+ *                                  (default 1)
  *   STUBCUDA_LOG=path              append one line per driver call: the exported
- *                                  symbol name ("cuInit", "cuMemcpyDtoHAsync_v2")
+ *                                  symbol name ("cuInit", "cuMemcpyDtoHAsync_v2"), and
+ *                                  per stub runtime call (see below)
  *
  * Symbols are exported under the names that CUDA 12's cuda.h maps the API to
  * (cuMemAlloc -> cuMemAlloc_v2, cuMemcpyDtoHAsync -> cuMemcpyDtoHAsync_v2,
@@ -49,6 +54,43 @@
  * reach any device's memory.
  *
  * Test-only API, looked up with dlsym() on the dlopen("libcuda.so.1") handle.
+ *
+ * The stub CUDA runtime: ${CMAKE_BINARY_DIR}/stubcuda/libcudart.so (stubcudart.c),
+ * beside the driver, so that one LD_LIBRARY_PATH entry serves a caller that does
+ * dlopen("libcudart.so") (libfabric 2.x built with --enable-cuda-dlopen) as well.
+ * It is linked against the stub driver (DT_NEEDED libcuda.so.1) and keeps no state of
+ * its own but each thread's current device: devices, device memory, registered host
+ * memory and contexts are the driver's, reached through the driver's exported API.
+ * So STUBCUDA_DEVICES, STUBCUDA_FAIL_INIT etc. act on both alike; with the real
+ * driver instead of the stub it cannot load (it needs the hooks below).
+ *
+ * Runtime functions (those libfabric 2.1 looks up): cudaGetDeviceCount, cudaGetDevice,
+ * cudaSetDevice, cudaMalloc, cudaFree, cudaMemcpy, cudaDeviceSynchronize,
+ * cudaHostRegister, cudaHostUnregister, cudaGetErrorName, cudaGetErrorString,
+ * cudaIpcGetMemHandle, cudaIpcOpenMemHandle, cudaIpcCloseMemHandle.
+ *   - The first call that needs the driver calls cuInit(0) once; STUBCUDA_FAIL_INIT=1
+ *     or STUBCUDA_DEVICES=0 then make cudaGetDeviceCount store 0 and return
+ *     cudaErrorNoDevice (100), and every call that needs a device return it too.
+ *   - Like the real runtime, a call that needs a context uses the thread's current
+ *     driver context, or else makes the primary context of the thread's device
+ *     (cudaSetDevice, default 0) current, retaining it once per device.
+ *   - cudaMalloc/cudaFree are cuMemAlloc_v2/cuMemFree_v2; cudaHostRegister/Unregister
+ *     are cuMemHostRegister_v2/cuMemHostUnregister.
+ *   - cudaMemcpy copies at once (memmove). The kind is checked against the memory:
+ *     HostToDevice needs device memory at dst and none at src, DeviceToHost the
+ *     reverse, DeviceToDevice both, HostToHost neither; a mismatch is
+ *     cudaErrorInvalidValue (1), a kind above cudaMemcpyDefault (4)
+ *     cudaErrorInvalidMemcpyDirection (21). cudaMemcpyDefault infers the direction.
+ *     Device memory copies go through cuMemcpyHtoD_v2/DtoH_v2/DtoD_v2, so a range
+ *     that runs past its allocation fails as there.
+ *   - CUDA IPC is not modelled: with valid arguments cudaIpcGetMemHandle (on device
+ *     memory), cudaIpcOpenMemHandle and cudaIpcCloseMemHandle return
+ *     cudaErrorNotSupported (801); libfabric's shm then falls back to copies through
+ *     its bounce buffers.
+ *   - Each runtime call appends its name to STUBCUDA_LOG ("cudaMemcpy"); the driver
+ *     calls it makes on the way are logged as "cudart:<driver symbol>"
+ *     ("cudart:cuMemcpyHtoD_v2") and counted apart from direct driver calls (see
+ *     stubcuda_call_count). Loading the runtime logs and counts "cudart_load".
  */
 #ifndef STUBCUDA_H
 #define STUBCUDA_H
@@ -76,8 +118,17 @@ typedef unsigned long (*stubcuda_cross_device_count_fn)(void);
 /* Number of successful cuFlushGPUDirectRDMAWrites calls. */
 typedef unsigned long (*stubcuda_flush_count_fn)(void);
 /* Calls of one driver function, by exported name ("cuMemcpyDtoHAsync_v2"); NULL: all
- * driver calls together. Test-API calls are not counted. */
+ * driver calls together. Test-API calls are not counted. Calls made by the stub
+ * runtime inside one of its functions are not counted here but under
+ * "cudart:<name>" ("cudart:cuMemAlloc_v2"; not part of the NULL total). */
 typedef unsigned long (*stubcuda_call_count_fn)(const char *name);
+/* Calls of one stub runtime function by name ("cudaMemcpy", "cudart_load"); NULL: all.
+ * Kept by the driver, so counts survive a dlclose() of libcudart.so. */
+typedef unsigned long (*stubcuda_rt_call_count_fn)(const char *name);
+/* For the stub runtime only: brackets each runtime call (logs and counts `name`,
+ * then driver calls on this thread count as the runtime's until the leave). */
+typedef void (*stubcuda_rt_enter_fn)(const char *name);
+typedef void (*stubcuda_rt_leave_fn)(void);
 
 #define STUBCUDA_SYM_MARK_DEVICE "stubcuda_mark_device"
 #define STUBCUDA_SYM_MARK_DEVICE_ON "stubcuda_mark_device_on"
@@ -86,5 +137,6 @@ typedef unsigned long (*stubcuda_call_count_fn)(const char *name);
 #define STUBCUDA_SYM_UNMARK "stubcuda_unmark"
 #define STUBCUDA_SYM_FLUSH_COUNT "stubcuda_flush_count"
 #define STUBCUDA_SYM_CALL_COUNT "stubcuda_call_count"
+#define STUBCUDA_SYM_RT_CALL_COUNT "stubcuda_rt_call_count"
 
 #endif /* STUBCUDA_H */
