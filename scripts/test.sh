@@ -47,24 +47,25 @@ run_variant() {
   local name=$1 dir=$2 libdir=$3 expect=$4 cuda=$5
   shift 5
   echo "=== $name: build"
+  mkdir -p "$dir"
   local envs=()
   [ -n "$libdir" ] && envs=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   if ! env "${envs[@]}" cmake -S . -B "$dir" -DFABRIC_WERROR=ON \
          "-DFABRIC_EXPECT_LIBFABRIC_VERSION=$expect" "-DFABRIC_EXPECT_LIBFABRIC_CUDA=$cuda" \
-         "$@" >"$dir.configure.log" 2>&1; then
-    cat "$dir.configure.log"
+         "${lf2_dirs[@]}" "$@" >"$dir/configure.log" 2>&1; then
+    cat "$dir/configure.log"
     summary+=("$name: configure FAILED")
     total_fail=$((total_fail + 1))
     return
   fi
-  if ! cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1; then
-    grep -E 'error|warning' "$dir.build.log" | head -40
+  if ! cmake --build "$dir" -j"$jobs" >"$dir/build.log" 2>&1; then
+    grep -E 'error|warning' "$dir/build.log" | head -40
     summary+=("$name: build FAILED")
     total_fail=$((total_fail + 1))
     return
   fi
   echo "=== $name: tests${libdir:+ (libfabric from $libdir)}"
-  local log=$dir.ctest.log
+  local log=$dir/ctest.log
   local label=()
   [ "$name" = headers-2x ] && label=(-L unit)
   # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
@@ -87,6 +88,24 @@ lf2_prefix() {
   return $rc
 }
 
+# The 2.x prefixes first, so every variant's tests that use them directly
+# (tests/stubcuda: libfabric's CUDA support under the stubs) find them.
+declare -A lf2_prefix_of lf2_rc_of
+lf2_dirs=()
+for flavour in nocuda cuda; do
+  case " $variants " in *" lf2"* | *" headers-2x "*) ;; *) break ;; esac
+  flag=()
+  [ $flavour = cuda ] && flag=(--cuda)
+  echo "=== libfabric 2.x ($flavour) from Debian 13's source package"
+  lf2_prefix_of[$flavour]=$(lf2_prefix "${flag[@]}")
+  lf2_rc_of[$flavour]=$?
+  if [ "${lf2_rc_of[$flavour]}" = 0 ]; then
+    echo "    ${lf2_prefix_of[$flavour]}"
+    up=$(tr a-z A-Z <<<"$flavour")
+    lf2_dirs+=("-DFABRIC_TEST_LIBFABRIC_${up}_DIR=${lf2_prefix_of[$flavour]}")
+  fi
+done
+
 for v in $variants; do
   case $v in
   release)
@@ -94,11 +113,10 @@ for v in $variants; do
   asan)
     run_variant asan build-test-asan "" "" 0 -DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug ;;
   lf2 | lf2-cuda | headers-2x)
-    flag=()
-    [ $v = lf2-cuda ] && flag=(--cuda)
-    echo "=== $v: libfabric 2.x from Debian 13's source package"
-    prefix=$(lf2_prefix "${flag[@]}")
-    rc=$?
+    flavour=nocuda
+    [ $v = lf2-cuda ] && flavour=cuda
+    prefix=${lf2_prefix_of[$flavour]:-}
+    rc=${lf2_rc_of[$flavour]:-1}
     if [ $rc = 77 ]; then
       summary+=("$v: SKIPPED (libfabric 2.x: see the SKIP line above)")
       total_skip=$((total_skip + 1))
