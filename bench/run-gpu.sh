@@ -15,6 +15,7 @@
 #   bench-fabric-tcp-rails  same with NCCL_FABRIC_RAILS=4 (FABRIC_RAILS) and
 #                       NCCL_FABRIC_PROGRESS_THREADS=1: four streams, four threads
 #   bench-fabric-shm    full sweep to 1 GiB: plugin over shm
+#   bench-fabric-tcp-native  full sweep: plugin over libfabric 2.x's native tcp
 #   bench-socket        full sweep to 1 GiB: NCCL's internal Socket transport
 #   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
 #   gpu-buffers         plugin with the testhmem provider in CUDA mode:
@@ -92,7 +93,7 @@ ENVFILE=$WORK/env.sh
 RESULTS=$WORK/results # CSVs kept across device calls while the machine stays
 SUMMARY=$OUTDIR/summary.txt
 
-ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-shm bench-socket
+ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-shm bench-fabric-tcp-native bench-socket
 	bench-socket-tuned gpu-buffers libfabric plot)
 
 # ------------------------------------------------------------------ helpers
@@ -824,6 +825,7 @@ run_stage() {
 	bench-fabric-tcp) stage_sweep fabric-tcp || rc=$? ;;
 	bench-fabric-tcp-rails) stage_sweep fabric-tcp-rails || rc=$? ;;
 	bench-fabric-shm) stage_sweep fabric-shm || rc=$? ;;
+	bench-fabric-tcp-native) stage_sweep fabric-tcp-native || rc=$? ;;
 	bench-socket) stage_sweep nccl-socket || rc=$? ;;
 	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;
 	gpu-buffers) stage_gpu_buffers || rc=$? ;;

@@ -879,6 +879,22 @@ static int test_select_native_tcp_names(void)
 	CHECK_STR_CONTAINS(reason_of(&s, n), "excluded");
 	scen_free(&s);
 
+	/* unnamed: the native provider is preferred to tcp;ofi_rxm, in either order */
+	scen_init(&s, NULL);
+	r = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	n = scen_add(&s, A_HOST_RMA, &NTCP_ETH0);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp"));
+	CHECK_STR_CONTAINS(reason_of(&s, r), "preferred by default");
+	scen_free(&s);
+	/* ... but a template is no native provider: rxm on loopback then */
+	scen_init(&s, NULL);
+	n = add_template(&s, A_HOST_RMA);
+	r = scen_add(&s, A_HOST_RMA, &TCP_LO);
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
+	scen_free(&s);
+
 	/* a name nothing carries */
 	scen_init(&s, "nosuch");
 	r = scen_add(&s, A_HOST_RMA, &TCP_LO);
