@@ -23,7 +23,7 @@
 #   libfabric           the plugin on the libfabric of this setup (FABRIC_LF2_DIR:
 #                       a CUDA-enabled 2.x built on the CPU machine with
 #                       scripts/libfabric-2x.sh --cuda): every collective over
-#                       native tcp, tcp;ofi_rxm, shm, and shm with
+#                       the default provider, native tcp, tcp;ofi_rxm, shm, and shm with
 #                       NCCL_FABRIC_HMEM=force (GPU buffers to shm, GDRDMA
 #                       checked); prints each path's GPU-memory decision lines
 #   plot                merge the sweep CSVs, print a table, draw busbw.png
@@ -162,7 +162,7 @@ path_env() {
 		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
 		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
 	case $path in
-	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force)
+	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force | fabric-default)
 		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
 		case $path in
 		fabric-tcp) [[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER") ;;
@@ -173,6 +173,7 @@ path_env() {
 			;;
 		fabric-shm) ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm) ;;
 		fabric-tcp-native) ENV_RUN+=(NCCL_FABRIC_PROVIDER=tcp) ;;
+		fabric-default) ;; # no NCCL_FABRIC_PROVIDER: the plugin's own choice
 		fabric-shm-force)
 			# GPU buffers to shm although it answers -FI_EOPNOTSUPP; SYS lets NCCL
 			# hand them over on a host without a PCI path to the "NIC"
@@ -683,7 +684,7 @@ stage_libfabric() {
 	need_gpus
 	local path fail=0 base
 	say "libfabric: $(fi_info --version 2>/dev/null | grep -m1 -i 'libfabric:' | sed 's/.*: *//')"
-	for path in ${LF_PATHS:-fabric-tcp-native fabric-tcp fabric-shm fabric-shm-force}; do
+	for path in ${LF_PATHS:-fabric-default fabric-tcp-native fabric-tcp fabric-shm fabric-shm-force}; do
 		local gdr=""
 		[[ $path == fabric-shm-force ]] && gdr=gdr
 		GDR_CHECK=$gdr run_bench "lf-$path-multi" "$path" multi correctness.csv \

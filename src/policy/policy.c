@@ -454,8 +454,10 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 	}
 	sel->local_only = !any_remote;
 	sel->ok = true;
+	bool reordered = !names.ninc && have_native_tcp && !strcasecmp(sel->provider, "tcp");
 	snprintf(sel->reason, sizeof(sel->reason), "%s%s; %d device%s%s%s", sel->provider,
 		 names.ninc ? " (named in NCCL_FABRIC_PROVIDER)" :
+		 reordered  ? " (native tcp, preferred to tcp;ofi_rxm: measured faster)" :
 			      " (first provider libfabric offers that reaches other hosts)",
 		 sel->ndevs, sel->ndevs == 1 ? "" : "s",
 		 sel->local_only ? "; single-host provider: ranks must share a host" : "",
