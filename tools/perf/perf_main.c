@@ -1,5 +1,6 @@
 /*
- * perf_main.c - nccl-fabric-perf: one-direction bandwidth through the plugin.
+ * perf_main.c - nccl-fabric-perf: one-direction bandwidth through the plugin,
+ * or (--latency) ping-pong latency.
  *
  * Two forked ranks load the plugin as NCCL does; rank 0 isends, rank 1 irecvs,
  * with W messages in flight, for about --duration seconds (or --iters
@@ -43,6 +44,7 @@ struct pf_opts {
 	int nsizes;
 	const char *csv;
 	int paths;            /* PF_PATH_* */
+	int latency;          /* --latency: ping-pong, window 1 */
 	const char *provider; /* --provider, NULL if not given */
 };
 
@@ -361,6 +363,244 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	return FH_OK;
 }
 
+/* ------------------------------------------------------------ latency (ping-pong) */
+
+/* --latency: window 1, both directions. Rank 0 sends a message and waits for
+ * the reply of the same size; rank 1 waits for it and replies. The figure is
+ * half the round trip, taken on rank 0 over many round trips. Both ranks'
+ * receives are posted before the peer can send, as NCCL posts its receives
+ * ahead, and the first and last message each way are checked byte by byte. */
+struct pf_pp {
+	fh_rank_t *r;
+	const struct pf_path *path;
+	void *scomm, *rcomm;   /* plugin: to and from the peer */
+	size_t size;
+	fh_buf_t sbuf, rbuf;   /* own message; the peer's lands here */
+	void *raw_smr, *raw_sdesc, *raw_rmr, *raw_rdesc;
+	unsigned raw_done;     /* raw: slots finished, not yet waited for */
+};
+
+static uint64_t pf_pp_seed(size_t size, int rank)
+{
+	return fh_mix64((uint64_t)size * 977 + 1000 + (uint64_t)rank);
+}
+
+static int pf_pp_check(struct pf_pp *pp, int64_t i)
+{
+	int peer = pp->r->rank == 0 ? 1 : 0;
+	size_t bad = 0;
+	if (!pp->size || !fh_pattern_check(pp->rbuf.ptr, pp->size, pf_pp_seed(pp->size, peer), &bad))
+		return FH_OK;
+	return fh_fail(pp->r, "DATA CORRUPTION: ping-pong message #%lld of %zu bytes from rank %d: "
+			      "first wrong byte at offset %zu",
+		       (long long)i, pp->size, peer, bad);
+}
+
+/* Plugin: waits for one request, spinning on test(). */
+static int pf_pp_wait(struct pf_pp *pp, void *req, int is_recv)
+{
+	unsigned idle = 0;
+	double start = fh_now();
+	for (;;) {
+		int fin = 0, sz = -1;
+		ncclResult_t rc = fh_net_test(pp->path->net, req, &fin, &sz);
+		if (rc != ncclSuccess)
+			return fh_fail(pp->r, "test() returned %s", fh_result_str(rc));
+		if (fin) {
+			if (is_recv && (sz < 0 || (size_t)sz != pp->size))
+				return fh_fail(pp->r, "test() reported %d bytes for a %zu-byte message",
+					       sz, pp->size);
+			return FH_OK;
+		}
+		if (fh_now() - start > 2.0) {
+			fh_stage(pp->r, "ping-pong %zu bytes: a %s waits for 2s", pp->size,
+				 is_recv ? "receive" : "send");
+			start = fh_now();
+		}
+		if (++idle > 100000)
+			fh_relax(&idle);
+	}
+}
+
+static int pf_pp_post_plugin(struct pf_pp *pp, int is_send, void **req)
+{
+	*req = NULL;
+	unsigned idle = 0;
+	while (!*req) {
+		ncclResult_t rc;
+		if (is_send) {
+			rc = fh_net_isend(pp->path->net, pp->scomm, pp->sbuf.ptr, pp->size, PF_TAG,
+					  pp->sbuf.mh, req);
+		} else {
+			void *data = pp->rbuf.ptr, *mh = pp->rbuf.mh;
+			size_t sz = pp->size;
+			int tag = PF_TAG;
+			rc = fh_net_irecv(pp->path->net, pp->rcomm, 1, &data, &sz, &tag, &mh, req);
+		}
+		if (rc != ncclSuccess)
+			return fh_fail(pp->r, "%s(%zu bytes) returned %s", is_send ? "isend" : "irecv",
+				       pp->size, fh_result_str(rc));
+		if (!*req && ++idle > 100000)
+			fh_relax(&idle);
+	}
+	return FH_OK;
+}
+
+/* Raw: slot 0 sends, slot 1 receives; pp->raw_done collects finished slots. */
+static int pf_pp_raw_progress(struct pf_pp *pp)
+{
+	pf_raw_done_t d[4];
+	int got = pf_raw_poll(pp->r, pp->path->raw, d, 4);
+	if (got < 0)
+		return FH_FAIL;
+	for (int k = 0; k < got; k++) {
+		if (d[k].slot < 0 || d[k].slot > 1)
+			return fh_fail(pp->r, "raw: completion for slot %d in a ping-pong", d[k].slot);
+		if (d[k].slot == 1 && d[k].len != pp->size)
+			return fh_fail(pp->r, "raw: ping-pong receive of %zu bytes completed with %zu",
+				       pp->size, d[k].len);
+		pp->raw_done |= 1u << d[k].slot;
+	}
+	return got;
+}
+
+static int pf_pp_raw_wait(struct pf_pp *pp, unsigned want)
+{
+	unsigned idle = 0;
+	while ((pp->raw_done & want) != want) {
+		int got = pf_pp_raw_progress(pp);
+		if (got < 0)
+			return FH_FAIL;
+		if (!got && ++idle > 100000)
+			fh_relax(&idle);
+	}
+	pp->raw_done &= ~want;
+	return FH_OK;
+}
+
+static int pf_pp_post_raw(struct pf_pp *pp, int is_send)
+{
+	for (;;) {
+		int rc = is_send ? pf_raw_post(pp->r, pp->path->raw, 1, 0, pp->sbuf.ptr, pp->size,
+					       pp->raw_sdesc, PF_TAG) :
+				   pf_raw_post(pp->r, pp->path->raw, 0, 1, pp->rbuf.ptr, pp->size,
+					       pp->raw_rdesc, PF_TAG);
+		if (rc <= 0)
+			return rc < 0 ? FH_FAIL : FH_OK;
+		if (pf_pp_raw_progress(pp) < 0) /* -FI_EAGAIN: progress, then again */
+			return FH_FAIL;
+	}
+}
+
+/* n round trips. */
+static int pf_pp_run(struct pf_pp *pp, int64_t n)
+{
+	int initiator = pp->r->rank == 0;
+	for (int64_t i = 0; i < n; i++) {
+		if (i == n - 1 && n > 1)
+			memset(pp->rbuf.ptr, 0xee, pp->size); /* stale bytes must not pass */
+		if (pp->path->raw) {
+			if (pf_pp_post_raw(pp, 0))
+				return FH_FAIL;
+			if (initiator) {
+				if (pf_pp_post_raw(pp, 1) || pf_pp_raw_wait(pp, 3))
+					return FH_FAIL;
+			} else if (pf_pp_raw_wait(pp, 2) || pf_pp_post_raw(pp, 1) ||
+				   pf_pp_raw_wait(pp, 1)) {
+				return FH_FAIL;
+			}
+		} else {
+			void *rreq, *sreq;
+			if (pf_pp_post_plugin(pp, 0, &rreq))
+				return FH_FAIL;
+			if (initiator) {
+				if (pf_pp_post_plugin(pp, 1, &sreq) || pf_pp_wait(pp, sreq, 0) ||
+				    pf_pp_wait(pp, rreq, 1))
+					return FH_FAIL;
+			} else if (pf_pp_wait(pp, rreq, 1) || pf_pp_post_plugin(pp, 1, &sreq) ||
+				   pf_pp_wait(pp, sreq, 0)) {
+				return FH_FAIL;
+			}
+		}
+		if ((i == 0 || i == n - 1) && pf_pp_check(pp, i))
+			return FH_FAIL;
+	}
+	return FH_OK;
+}
+
+/* One size: res->seconds is the whole run on rank 0, res->iters the round trips. */
+static int pf_pp_size(fh_rank_t *r, const struct pf_path *path, void *scomm, void *rcomm,
+		      const struct pf_opts *o, size_t size, struct pf_result *res)
+{
+	struct pf_pp pp;
+	memset(&pp, 0, sizeof(pp));
+	pp.r = r;
+	pp.path = path;
+	pp.scomm = scomm;
+	pp.rcomm = rcomm;
+	pp.size = size;
+	if (path->raw && size > pf_raw_max_msg_size(path->raw))
+		return fh_fail(r, "raw: %zu-byte messages exceed the provider's max_msg_size", size);
+	size_t alloc = size ? size : 1;
+	if (fh_buf_alloc(&pp.sbuf, alloc, 0) || fh_buf_alloc(&pp.rbuf, alloc, 0))
+		return fh_fail(r, "cannot map 2 x %zu bytes", size);
+	fh_pattern_fill(pp.sbuf.ptr, size, pf_pp_seed(size, r->rank));
+	int st = FH_OK;
+	if (path->raw) {
+		if (pf_raw_reg(r, path->raw, pp.sbuf.ptr, alloc, &pp.raw_smr, &pp.raw_sdesc) ||
+		    pf_raw_reg(r, path->raw, pp.rbuf.ptr, alloc, &pp.raw_rmr, &pp.raw_rdesc))
+			return FH_FAIL;
+	} else {
+		ncclResult_t rc = fh_buf_reg(path->net, &pp.sbuf, scomm, 0);
+		if (rc == ncclSuccess)
+			rc = fh_buf_reg(path->net, &pp.rbuf, rcomm, 0);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "regMr(%zu bytes) returned %s", alloc, fh_result_str(rc));
+	}
+	/* warm-up, which also times the count: rank 0 decides, rank 1 follows */
+	int64_t warm = 64, n = o->iters;
+	if (fh_oob_barrier(r) || pf_pp_run(&pp, warm))
+		return FH_FAIL;
+	if (r->rank == 0) {
+		double t0 = fh_now();
+		if (pf_pp_run(&pp, warm))
+			return FH_FAIL;
+		double per = (fh_now() - t0) / (double)warm;
+		if (!n) {
+			double want = o->duration / (per > 0 ? per : 1e-9);
+			n = want < 100 ? 100 : want > 2e6 ? 2000000 : (int64_t)want;
+		}
+		if (fh_oob_send(r, 1, &n, sizeof(n)))
+			return FH_FAIL;
+	} else if (pf_pp_run(&pp, warm) || fh_oob_recv(r, 0, &n, sizeof(n))) {
+		return FH_FAIL;
+	}
+	fh_stage(r, "%sping-pong %zu bytes x %lld", path->raw ? "raw: " : "", size, (long long)n);
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	double t0 = fh_now();
+	if (pf_pp_run(&pp, n))
+		return FH_FAIL;
+	res->iters = n;
+	res->seconds = fh_now() - t0;
+	if (path->raw) {
+		st = pf_raw_dereg(r, path->raw, pp.raw_smr) | pf_raw_dereg(r, path->raw, pp.raw_rmr);
+	} else {
+		ncclResult_t a = fh_buf_dereg(path->net, &pp.sbuf), b = fh_buf_dereg(path->net, &pp.rbuf);
+		if (a != ncclSuccess || b != ncclSuccess)
+			st = fh_fail(r, "deregMr() returned %s", fh_result_str(a != ncclSuccess ? a : b));
+	}
+	fh_buf_free(&pp.sbuf);
+	fh_buf_free(&pp.rbuf);
+	return st;
+}
+
+/* Half a round trip, in microseconds. */
+static double pf_pp_us(const struct pf_result *res)
+{
+	return res->iters ? res->seconds / (double)res->iters / 2 * 1e6 : 0;
+}
+
 static double pf_gbps(size_t size, const struct pf_result *res)
 {
 	double bytes = (double)size * (double)res->iters;
@@ -469,8 +709,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	struct pf_path plugin_path = {net, NULL, NULL};
 	struct pf_path raw_path = {NULL, NULL, NULL};
 	if (use_plugin) {
-		if (fh_link(r, net, o->dev, r->rank == 0 ? 1 : -1, r->rank == 1 ? 0 : -1, &sc,
-			    &rcomm))
+		/* ping-pong needs both directions, bandwidth one */
+		int send_to = o->latency || r->rank == 0 ? peer : -1;
+		int recv_from = o->latency || r->rank == 1 ? peer : -1;
+		if (fh_link(r, net, o->dev, send_to, recv_from, &sc, &rcomm))
 			return FH_FAIL;
 		plugin_path.comm = r->rank == 0 ? sc : rcomm;
 	}
@@ -494,11 +736,22 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			pf_raw_describe(raw_path.raw, line, sizeof(line));
 			printf("# raw:      %s\n", line);
 		}
-		printf("# window %d, %s%s\n", o->window, o->iters ? "fixed iterations" : "timed",
-		       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
-		       : use_raw	     ? "; raw libfabric only, no plugin"
-					     : "");
-		if (use_plugin && use_raw)
+		if (o->latency)
+			printf("# latency: ping-pong, window 1, half the round trip; %s%s\n",
+			       o->iters ? "fixed iterations" : "timed",
+			       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
+			       : use_raw	     ? "; raw libfabric only, no plugin"
+						     : "");
+		else
+			printf("# window %d, %s%s\n", o->window, o->iters ? "fixed iterations" : "timed",
+			       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
+			       : use_raw	     ? "; raw libfabric only, no plugin"
+						     : "");
+		if (o->latency && use_plugin && use_raw)
+			printf("%14s %12s %12s %14s\n", "bytes", "plugin us", "raw us", "plugin-raw us");
+		else if (o->latency)
+			printf("%14s %10s %12s %10s\n", "bytes", "trips", "seconds", "us");
+		else if (use_plugin && use_raw)
 			printf("%14s %12s %12s %11s\n", "bytes", "plugin GB/s", "raw GB/s",
 			       "plugin/raw");
 		else
@@ -509,12 +762,36 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	for (int i = 0; i < o->nsizes; i++) {
 		size_t size = o->sizes[i];
 		struct pf_result pres = {0, 0}, rres = {0, 0};
-		if (use_plugin && pf_size(r, &plugin_path, o, size, &pres))
-			return FH_FAIL;
-		if (use_raw && pf_size(r, &raw_path, o, size, &rres))
-			return FH_FAIL;
+		if (o->latency) {
+			if (use_plugin && pf_pp_size(r, &plugin_path, sc, rcomm, o, size, &pres))
+				return FH_FAIL;
+			if (use_raw && pf_pp_size(r, &raw_path, NULL, NULL, o, size, &rres))
+				return FH_FAIL;
+		} else {
+			if (use_plugin && pf_size(r, &plugin_path, o, size, &pres))
+				return FH_FAIL;
+			if (use_raw && pf_size(r, &raw_path, o, size, &rres))
+				return FH_FAIL;
+		}
 		if (r->rank != 0)
 			continue;
+		if (o->latency) {
+			if (use_plugin && use_raw) {
+				double pu = pf_pp_us(&pres), ru = pf_pp_us(&rres);
+				printf("%14zu %12.2f %12.2f %14.2f\n", size, pu, ru, pu - ru);
+			} else {
+				const struct pf_result *res = use_plugin ? &pres : &rres;
+				printf("%14zu %10lld %12.6f %10.2f\n", size, (long long)res->iters,
+				       res->seconds, pf_pp_us(res));
+			}
+			fflush(stdout);
+			if (csv && use_plugin)
+				pf_csv_row(csv, "plugin-latency", prov, p.name, o->version, size, 1, &pres);
+			if (csv && use_raw)
+				pf_csv_row(csv, "raw-latency", pf_raw_provider(raw_path.raw),
+					   pf_raw_domain(raw_path.raw), 0, size, 1, &rres);
+			continue;
+		}
 		if (use_plugin && use_raw) {
 			double pg = pf_gbps(size, &pres), rg = pf_gbps(size, &rres);
 			printf("%14zu %12.3f %12.3f %11.2f\n", size, pg, rg, rg > 0 ? pg / rg : 0);
@@ -535,7 +812,9 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	if (use_raw && pf_raw_close(r, raw_path.raw))
 		return FH_FAIL;
 	if (use_plugin) {
-		rc = r->rank == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rcomm);
+		rc = sc ? fh_net_close_send(net, sc) : ncclSuccess;
+		if (rc == ncclSuccess && rcomm)
+			rc = fh_net_close_recv(net, rcomm);
 		if (rc != ncclSuccess)
 			return fh_fail(r, "close returned %s", fh_result_str(rc));
 	}
@@ -557,7 +836,8 @@ static void pf_usage(FILE *f)
 	fprintf(f,
 		"usage: nccl-fabric-perf [options]\n"
 		"One-direction bandwidth between two local processes through the NCCL net\n"
-		"plugin (rank 0 isend, rank 1 irecv), loaded as NCCL loads it.\n\n"
+		"plugin (rank 0 isend, rank 1 irecv), loaded as NCCL loads it; or, with\n"
+		"--latency, ping-pong latency (half the round trip).\n\n"
 		"  --plugin PATH     plugin (default: $NCCL_NET_PLUGIN if it has a '/', else\n"
 		"                    <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
 		"  --provider NAME   set NCCL_FABRIC_PROVIDER=NAME (tcp, shm, ...)\n"
@@ -571,6 +851,9 @@ static void pf_usage(FILE *f)
 		"  --loopback        set FI_{TCP,UDP,SOCKETS,NET}_IFACE=lo when unset\n"
 		"  --sizes LIST      message sizes, e.g. 64K,1M,4M,64M (the default)\n"
 		"  --window W        messages in flight (default 8)\n"
+		"  --latency         ping-pong instead: one message each way at a time, half\n"
+		"                    the round trip in microseconds (sizes default 8,1K,64K);\n"
+		"                    with --compare also raw libfabric and plugin-raw\n"
 		"  --iters N         messages per size (default: about --duration seconds)\n"
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
 		"  --csv FILE        also write the results as CSV (one row per size and path)\n"
@@ -590,7 +873,7 @@ int main(int argc, char **argv)
 	o.window = 8;
 	o.duration = 1.0;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
-	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_HELP };
+	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -604,6 +887,7 @@ int main(int argc, char **argv)
 		{"dev", required_argument, NULL, O_DEV},
 		{"raw", no_argument, NULL, O_RAW},
 		{"compare", no_argument, NULL, O_COMPARE},
+		{"latency", no_argument, NULL, O_LATENCY},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -635,6 +919,7 @@ int main(int argc, char **argv)
 		case O_DEV: o.dev = atoi(optarg); break;
 		case O_RAW: raw = 1; break;
 		case O_COMPARE: compare = 1; break;
+		case O_LATENCY: o.latency = 1; break;
 		case O_HELP:
 		case 'h': pf_usage(stdout); return 0;
 		default: pf_usage(stderr); return 2;
@@ -654,6 +939,11 @@ int main(int argc, char **argv)
 	}
 	o.paths = compare ? PF_PATH_PLUGIN | PF_PATH_RAW : raw ? PF_PATH_RAW : PF_PATH_PLUGIN;
 	o.provider = provider;
+	if (!o.nsizes && o.latency) {
+		static const size_t def[] = {8, 1 << 10, 64 << 10};
+		for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
+			o.sizes[o.nsizes++] = def[i];
+	}
 	if (!o.nsizes) {
 		static const size_t def[] = {64 << 10, 1 << 20, 4 << 20, 64 << 20};
 		for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
