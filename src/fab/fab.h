@@ -258,8 +258,18 @@ int fab_ep_start_progress_thread(struct fab_ep *ep);
 /* Reads up to cq_batch completions and dispatches them. Returns the number read
  * (0 when another thread is already reading) or a negative error. */
 int fab_ep_progress(struct fab_ep *ep);
-/* Inserts a peer address (or finds it). */
+/* Inserts a peer address (or finds it). The bytes come from another process:
+ * they are checked for the domain's address format first (-FI_EINVAL, with a
+ * WARN naming the reason, when they cannot be an address of it). */
 int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out);
+
+/* ---- peer addresses from the wire (fab_addr.c; pure, unit-tested) ---- */
+
+/* 0 when len bytes at addr can be an address of addr_format (socket family and
+ * length, a terminated printable string, or any non-empty provider format up
+ * to FAB_ADDR_MAX); else -FI_EINVAL with the reason in why. */
+int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len);
+const char *fab_addr_format_name(uint32_t addr_format);
 /* Registers obj under a fresh id, unique among the endpoint's registered
  * objects, within mask and never 0. Returns the id, 0 when mask is exhausted. */
 uint32_t fab_ep_register(struct fab_ep *ep, struct fab_ep_obj *obj, uint32_t mask, void *owner);

@@ -255,8 +255,15 @@ int fab_ep_progress(struct fab_ep *ep)
 
 int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out)
 {
-	if (len == 0 || len > FAB_ADDR_MAX)
+	char why[128];
+	uint32_t fmt = ep->dom->info->addr_format;
+	if (fab_addr_check(fmt, addr, len, why, sizeof(why))) {
+		FAB_WARN(NCCL_NET, "device %s: a peer address (%s) was refused before fi_av_insert: %s. "
+			 "The handle or message came from another provider, another version of the "
+			 "plugin, or was damaged",
+			 ep->dom->name, fab_addr_format_name(fmt), why);
 		return -FI_EINVAL;
+	}
 	pthread_mutex_lock(&ep->lock);
 	for (int i = 0; i < ep->naddrs; i++) {
 		if (ep->addrs[i].len == len && !memcmp(ep->addrs[i].bytes, addr, len)) {

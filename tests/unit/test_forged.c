@@ -1,0 +1,139 @@
+/*
+ * test_forged.c - a listen handle whose checksum is right but whose address is
+ * not an address of the provider's format (a forged or mis-built handle) makes
+ * connect fail at once with a WARN; nothing reaches fi_av_insert, and the
+ * endpoint serves a good connection afterwards. Runs the plugin's own code
+ * (fabric_static) in one process over the provider named by
+ * NCCL_FABRIC_PROVIDER (CTest runs it over tcp and shm on loopback).
+ * Exit 77 when that provider is not here.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/plugin.h"
+#include "proto/proto_wire.h"
+#include "unit.h"
+
+static void *lcomm;
+static char good[NCCL_NET_HANDLE_MAXSIZE];
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Re-seals the good handle with other address bytes. */
+static void forge(char *out, const void *addr, size_t len)
+{
+	struct proto_handle h;
+	memcpy(&h, good, sizeof(h));
+	proto_handle_encode((struct proto_handle *)(void *)out, h.listen_id, h.tag_bits, h.prov_hash,
+			    h.nonce, addr, len);
+}
+
+static int connect_fails(const char *what, const void *addr, size_t len)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	forge(handle, addr, len);
+	void *sc = NULL;
+	ncclResult_t rc = fab_net_connect(NULL, 0, 0, handle, &sc);
+	if (rc == ncclSuccess) {
+		fprintf(stderr, "  %s: connect returned ncclSuccess (comm %p)\n", what, sc);
+		if (sc)
+			fab_net_close_send(sc);
+		return 1;
+	}
+	return 0;
+}
+
+static int test_forged_addresses(void)
+{
+	struct fab_plugin *p = fab_plugin_get();
+	uint32_t fmt = p->devs[0].info->addr_format;
+	unsigned char junk[FAB_ADDR_MAX];
+	memset(junk, 0xa5, sizeof(junk));
+	struct proto_handle h;
+	memcpy(&h, good, sizeof(h));
+	/* the same bytes cut short, garbage of the right length, one byte, too long */
+	CHECK_EQ(connect_fails("cut short", h.addr, h.addr_len - 1), 0);
+	CHECK_EQ(connect_fails("garbage", junk, h.addr_len), 0);
+	CHECK_EQ(connect_fails("one byte", junk, 1), 0);
+	if (fmt == FI_ADDR_STR) {
+		unsigned char s[FAB_ADDR_MAX];
+		memset(s, 'x', sizeof(s)); /* no terminator anywhere */
+		CHECK_EQ(connect_fails("unterminated string", s, sizeof(s)), 0);
+	}
+	return 0;
+}
+
+/* After the forgeries the endpoint still connects: connect and accept on one thread. */
+static int test_good_after(void)
+{
+	void *sc = NULL, *rc = NULL;
+	double end = now() + 30;
+	while ((!sc || !rc) && now() < end) {
+		if (!sc && fab_net_connect(NULL, 0, 0, good, &sc) != ncclSuccess)
+			break;
+		if (!rc && fab_net_accept(lcomm, &rc) != ncclSuccess)
+			break;
+	}
+	CHECK(sc != NULL);
+	CHECK(rc != NULL);
+	if (sc && rc) {
+		/* one message each way is the proof that the connection works */
+		char out[64] = "after the forged handles", in[64] = "";
+		void *smr = NULL, *rmr = NULL, *sreq = NULL, *rreq = NULL;
+		CHECK_EQ(fab_net_reg_mr(sc, out, sizeof(out), NCCL_PTR_HOST, &smr), ncclSuccess);
+		CHECK_EQ(fab_net_reg_mr(rc, in, sizeof(in), NCCL_PTR_HOST, &rmr), ncclSuccess);
+		void *data = in;
+		size_t size = sizeof(in);
+		int tag = 7;
+		CHECK_EQ(fab_net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), ncclSuccess);
+		int sdone = 0, rdone = 0, sizes[1] = {0};
+		while ((!sreq || !sdone || !rdone) && now() < end) {
+			if (!sreq)
+				CHECK_EQ(fab_net_isend(sc, out, sizeof(out), 7, smr, &sreq), ncclSuccess);
+			if (sreq && !sdone)
+				CHECK_EQ(fab_net_test(sreq, &sdone, NULL), ncclSuccess);
+			if (rreq && !rdone)
+				CHECK_EQ(fab_net_test(rreq, &rdone, sizes), ncclSuccess);
+		}
+		CHECK(sdone && rdone);
+		CHECK_EQ(sizes[0], sizeof(out));
+		CHECK(!strcmp(in, out));
+		fab_net_dereg_mr(sc, smr);
+		fab_net_dereg_mr(rc, rmr);
+	}
+	if (sc)
+		fab_net_close_send(sc);
+	if (rc)
+		fab_net_close_recv(rc);
+	return 0;
+}
+
+static const struct unit_test tests[] = {
+	TEST_ENTRY(test_forged_addresses, "a sealed handle with a bad address: connect fails at once"),
+	TEST_ENTRY(test_good_after, "the endpoint still connects and moves data afterwards"),
+};
+
+int main(int argc, char **argv)
+{
+	void *ctx = NULL;
+	if (fab_net_init(&ctx, 0, 0, NULL) != ncclSuccess) {
+		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
+		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
+		return 77;
+	}
+	if (fab_net_listen(ctx, 0, good, &lcomm) != ncclSuccess) {
+		fprintf(stderr, "listen failed\n");
+		return 1;
+	}
+	int rc = unit_main(tests, argc, argv);
+	fab_net_close_listen(lcomm);
+	fab_net_finalize(ctx);
+	return rc;
+}
