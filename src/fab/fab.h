@@ -282,6 +282,11 @@ void *fab_ep_lookup_locked(struct fab_ep *ep, uint32_t id);
  * messages addressed to many objects (the tag carries the object's id). */
 int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
 			 size_t size, fab_rx_handler_fn fn, void *arg);
+/* Grows the pool (never shrinks it) to at least total receives, capped at
+ * FAB_RX_POOL_MAX: the objects it serves grew. */
+#define FAB_RX_POOL_MAX 16384
+int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total);
+int fab_ep_rx_pool_size(struct fab_ep *ep);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the

@@ -15,18 +15,28 @@
 #include "log/log.h"
 #include "util/util.h"
 
-struct fab_rx_pool {
-	struct fab_ep *ep;
-	uint64_t tag, ignore;
+/* A pool is a list of slabs: it starts with one and grows (never shrinks)
+ * when the objects it serves grow, so control messages always find a posted
+ * receive. Slabs are linked and read under the endpoint's CQ lock. */
+struct fab_rx_slab {
+	struct fab_rx_slab *next;
+	struct fab_rx_pool *pool;
 	int count;
-	size_t size;
-	fab_rx_handler_fn fn;
-	void *arg;
 	char *mem;
 	struct fab_mr *mr;      /* FI_MR_LOCAL */
 	struct fab_op *ops;
 	atomic_int *need;       /* 1: waiting for a re-post */
-	atomic_int retry;       /* how many */
+};
+
+struct fab_rx_pool {
+	struct fab_ep *ep;
+	uint64_t tag, ignore;
+	size_t size;
+	fab_rx_handler_fn fn;
+	void *arg;
+	struct fab_rx_slab *slabs;
+	int total;              /* receives in all slabs */
+	atomic_int retry;       /* buffers waiting for a re-post */
 };
 
 static void threads_forget(struct fab_ep *ep);
@@ -141,10 +151,16 @@ void fab_ep_close(struct fab_ep *ep)
 	if (ep->ep)
 		fi_close(&ep->ep->fid);
 	if (ep->pool) {
-		fab_mr_put(ep->pool->mr);
-		free(ep->pool->mem);
-		free(ep->pool->ops);
-		free(ep->pool->need);
+		struct fab_rx_slab *sl = ep->pool->slabs;
+		while (sl) {
+			struct fab_rx_slab *next = sl->next;
+			fab_mr_put(sl->mr);
+			free(sl->mem);
+			free(sl->ops);
+			free(sl->need);
+			free(sl);
+			sl = next;
+		}
 		free(ep->pool);
 	}
 	if (ep->av)
@@ -355,46 +371,96 @@ void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj)
 /* ---------------- shared control receives ---------------- */
 
 
-static int pool_post(struct fab_rx_pool *p, int i)
+static int pool_post(struct fab_rx_slab *sl, int i)
 {
-	return (int)fab_ep_trecv(p->ep, p->mem + (size_t)i * p->size, p->size,
-				 p->mr ? p->mr->desc : NULL, FI_ADDR_UNSPEC, p->tag, p->ignore,
-				 &p->ops[i].ctx);
+	struct fab_rx_pool *p = sl->pool;
+	return (int)fab_ep_trecv(p->ep, sl->mem + (size_t)i * p->size, p->size,
+				 sl->mr ? sl->mr->desc : NULL, FI_ADDR_UNSPEC, p->tag, p->ignore,
+				 &sl->ops[i].ctx);
 }
 
-static void pool_mark(struct fab_rx_pool *p, int i)
+static void pool_mark(struct fab_rx_slab *sl, int i)
 {
-	atomic_store(&p->need[i], 1);
-	atomic_fetch_add(&p->retry, 1);
+	atomic_store(&sl->need[i], 1);
+	atomic_fetch_add(&sl->pool->retry, 1);
 }
 
 /* Runs with the CQ lock held, like the callbacks: no buffer is posted twice. */
 static void pool_repost_waiting(struct fab_rx_pool *p)
 {
-	for (int i = 0; i < p->count && atomic_load(&p->retry); i++) {
-		if (!atomic_load(&p->need[i]))
-			continue;
-		if (pool_post(p, i))
-			return;
-		atomic_store(&p->need[i], 0);
-		atomic_fetch_sub(&p->retry, 1);
+	for (struct fab_rx_slab *sl = p->slabs; sl && atomic_load(&p->retry); sl = sl->next) {
+		for (int i = 0; i < sl->count && atomic_load(&p->retry); i++) {
+			if (!atomic_load(&sl->need[i]))
+				continue;
+			if (pool_post(sl, i))
+				return;
+			atomic_store(&sl->need[i], 0);
+			atomic_fetch_sub(&p->retry, 1);
+		}
 	}
 }
 
 static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
-	struct fab_rx_pool *p = op->owner;
+	struct fab_rx_slab *sl = op->owner;
+	struct fab_rx_pool *p = sl->pool;
 	if (err) {
 		if (err->err == FI_ECANCELED)
 			return;
 		FAB_WARN(NCCL_NET, "device %s: a control receive failed: %s", p->ep->dom->name,
 			 fab_strerror(err->err));
 	} else {
-		p->fn(p->ep, p->arg, p->mem + (size_t)op->index * p->size, e->len, e->tag);
+		p->fn(p->ep, p->arg, sl->mem + (size_t)op->index * p->size, e->len, e->tag);
 	}
-	if (pool_post(p, op->index))
-		pool_mark(p, op->index);
+	if (pool_post(sl, op->index))
+		pool_mark(sl, op->index);
+}
+
+/* Adds a slab of count receives and posts them. Caller holds the CQ lock. */
+static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
+{
+	struct fab_ep *ep = p->ep;
+	struct fab_rx_slab *sl = calloc(1, sizeof(*sl));
+	if (!sl)
+		return -FI_ENOMEM;
+	sl->pool = p;
+	sl->count = count;
+	sl->mem = calloc((size_t)count, p->size);
+	sl->ops = calloc((size_t)count, sizeof(*sl->ops));
+	sl->need = calloc((size_t)count, sizeof(*sl->need));
+	int rc = 0;
+	if (!sl->mem || !sl->ops || !sl->need)
+		rc = -FI_ENOMEM;
+	else if (ep->dom->mr_mode & FI_MR_LOCAL)
+		rc = fab_mr_get(ep->dom, sl->mem, (size_t)count * p->size, FI_HMEM_SYSTEM, 0, &sl->mr);
+	if (rc) {
+		free(sl->mem);
+		free(sl->ops);
+		free(sl->need);
+		free(sl);
+		return rc;
+	}
+	/* linked before posting: fab_ep_close frees it from here on */
+	sl->next = p->slabs;
+	p->slabs = sl;
+	p->total += count;
+	for (int i = 0; i < count; i++) {
+		sl->ops[i].complete = pool_done;
+		sl->ops[i].owner = sl;
+		sl->ops[i].index = i;
+		rc = pool_post(sl, i);
+		if (rc == -FI_EAGAIN) {
+			pool_mark(sl, i);
+		} else if (rc) {
+			FAB_WARN(NCCL_NET, "device %s: posting control receives failed: %s",
+				 ep->dom->name, fab_strerror(rc));
+			for (int j = i; j < count; j++)
+				pool_mark(sl, j); /* retried at the next progress */
+			return rc;
+		}
+	}
+	return 0;
 }
 
 int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
@@ -406,38 +472,48 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
 	p->ep = ep;
 	p->tag = tag;
 	p->ignore = ignore;
-	p->count = count;
 	p->size = FAB_ALIGN_UP(size, 64);
 	p->fn = fn;
 	p->arg = arg;
-	p->mem = calloc((size_t)count, p->size);
-	p->ops = calloc((size_t)count, sizeof(*p->ops));
-	p->need = calloc((size_t)count, sizeof(*p->need));
 	ep->pool = p; /* fab_ep_close frees it from here on */
-	if (!p->mem || !p->ops || !p->need)
-		return -FI_ENOMEM;
-	if (ep->dom->mr_mode & FI_MR_LOCAL) {
-		int rc = fab_mr_get(ep->dom, p->mem, (size_t)count * p->size, FI_HMEM_SYSTEM, 0, &p->mr);
-		if (rc)
-			return rc;
-	}
 	pthread_mutex_lock(&ep->cq_lock);
-	for (int i = 0; i < count; i++) {
-		p->ops[i].complete = pool_done;
-		p->ops[i].owner = p;
-		p->ops[i].index = i;
-		int rc = pool_post(p, i);
-		if (rc == -FI_EAGAIN) {
-			pool_mark(p, i);
-		} else if (rc) {
-			pthread_mutex_unlock(&ep->cq_lock);
-			FAB_WARN(NCCL_NET, "device %s: posting control receives failed: %s",
-				 ep->dom->name, fab_strerror(rc));
-			return rc;
-		}
+	int rc = pool_add_slab_locked(p, count);
+	pthread_mutex_unlock(&ep->cq_lock);
+	return rc;
+}
+
+int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total)
+{
+	struct fab_rx_pool *p = ep->pool;
+	if (!p)
+		return -FI_EINVAL;
+	if (total > FAB_RX_POOL_MAX)
+		total = FAB_RX_POOL_MAX;
+	pthread_mutex_lock(&ep->cq_lock);
+	int rc = 0;
+	if (p->total < total) {
+		/* in steps, so a burst of connections does not add a slab each */
+		int add = total - p->total;
+		add = add < p->total ? p->total : add;
+		if (p->total + add > FAB_RX_POOL_MAX)
+			add = FAB_RX_POOL_MAX - p->total;
+		rc = pool_add_slab_locked(p, add);
+		if (!rc)
+			FAB_TRACE(NCCL_NET, "device %s endpoint %d: %d control receives posted",
+				  ep->dom->name, ep->index, p->total);
 	}
 	pthread_mutex_unlock(&ep->cq_lock);
-	return 0;
+	return rc;
+}
+
+int fab_ep_rx_pool_size(struct fab_ep *ep)
+{
+	if (!ep->pool)
+		return 0;
+	pthread_mutex_lock(&ep->cq_lock);
+	int n = ep->pool->total;
+	pthread_mutex_unlock(&ep->cq_lock);
+	return n;
 }
 
 /* ---------------- progress thread ---------------- */

@@ -26,6 +26,8 @@
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
 /* CTS receives each endpoint keeps posted for all its send comms. */
 #define PROTO_CTS_POOL 128
+/* ... and this many more per object registered on it (grown at connect). */
+#define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
 

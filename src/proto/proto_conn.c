@@ -501,6 +501,23 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		comm_release(&s->c.zombie);
 		return ncclSystemError;
 	}
+	/* Every send comm of the endpoint receives its CTS through the shared
+	 * pool: keep PROTO_CTS_PER_SEND receives posted per comm, so hundreds of
+	 * connections between one pair never leave a CTS without a receive (shm
+	 * of 1.17 never matches a CTS that arrived before a receive was posted for
+	 * it: with 320 connections and 128 receives, the sends behind the lost
+	 * ones waited forever). */
+	pthread_mutex_lock(&s->c.ep->lock);
+	int objects = s->c.ep->nids;
+	pthread_mutex_unlock(&s->c.ep->lock);
+	/* ... within half of the provider's receive queue: the rest is for
+	 * the data receives and the handshakes */
+	size_t rx = dom->info->rx_attr ? dom->info->rx_attr->size : 0;
+	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
+	int cap = rx >= 4 * PROTO_CTS_POOL ? (int)(rx / 2) : PROTO_CTS_POOL;
+	if (fab_ep_rx_pool_reserve(s->c.ep, want < cap ? want : cap))
+		FAB_WARN(NCCL_NET, "connect: could not post more control receives for %d "
+			 "connections; CTS messages may wait for a free one", objects);
 	op_init(&s->out_op, send_out_done, s, 0);
 	op_init(&s->in_op, send_in_done, s, 0);
 	dlist_init(&s->pending_link);

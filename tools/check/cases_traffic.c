@@ -215,7 +215,8 @@ static int ck_many_comms(ck_t *ck)
 	fh_rank_t *r = ck->r;
 	fh_net_t *net = ck->net;
 	int me = r->rank;
-	int k = ck->o->quick ? 16 : 64;
+	/* arg: the many-comms/N variants; 0: 64 (16 with --quick) */
+	int k = ck->c->arg ? (int)ck->c->arg : ck->o->quick ? 16 : 64;
 	if (ck->props.maxComms < k) {
 		k = ck->props.maxComms;
 		fh_note(r, "limited to maxComms=%d", k);
@@ -561,6 +562,8 @@ static const ck_case_t ck_traffic[] = {
 	{"bidir", "both directions at once", 2, ALLV, 0, 0, ck_bidir, 0},
 	{"many-comms", "64 connections set up at once, each its own pattern", 2, ALLV, 0, 0,
 	 ck_many_comms, 0},
+	{"many-comms/320", "320 connections between one pair at once (control resources grow with "
+	 "them)", 2, ALLV, 0, 180, ck_many_comms, 320},
 	{"ring4", "four ranks in a ring, several rounds", 4, ALLV, 0, 90, ck_ring4, 0},
 	{"threads", "two threads with their own comms, a third does regMr/deregMr", 2, ALLV, 0, 0,
 	 ck_threads, 0},
