@@ -81,7 +81,6 @@ int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why
 	}
 	default:
 		/* a provider's own binary format: only its length can be checked */
-		(void)format_name;
 		return 0;
 	}
 }

@@ -412,10 +412,12 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 			continue;
 		if (strcmp(c->prov, sel->provider)) {
 			c->kept = false;
-			if (!names.ninc && default_rank(c->prov, have_native_tcp))
+			char prov[FAB_NAME_LEN]; /* a copy: source and target in one struct */
+			fab_strlcpy(prov, c->prov, sizeof(prov));
+			if (!names.ninc && default_rank(prov, have_native_tcp))
 				snprintf(c->reason, sizeof(c->reason),
 					 "usable, but %s is preferred by default (measured faster); "
-					 "NCCL_FABRIC_PROVIDER=\"%s\" selects it", sel->provider, c->prov);
+					 "NCCL_FABRIC_PROVIDER=\"%s\" selects it", sel->provider, prov);
 			else
 				snprintf(c->reason, sizeof(c->reason), "usable, but provider %s comes first",
 					 sel->provider);
@@ -495,8 +497,7 @@ const char *fab_policy_cuda_answer(int rc, uint32_t fi_version)
 }
 
 /* What the user can do about an answer, on this libfabric. */
-static void cuda_remedy(int rc, uint32_t fi_version, int mode, const char *prov, char *buf,
-			size_t len)
+static void cuda_remedy(int rc, uint32_t fi_version, const char *prov, char *buf, size_t len)
 {
 	switch (rc) {
 	case 0:
@@ -546,7 +547,6 @@ static void cuda_remedy(int rc, uint32_t fi_version, int mode, const char *prov,
 		snprintf(buf, len, "report the answer to %s's developers; NCCL_FABRIC_HMEM=force "
 			 "uses GPU memory anyway (with a WARN)", prov);
 	}
-	(void)mode;
 }
 
 const char *fab_policy_flush_name(enum fab_flush_method m)
@@ -687,7 +687,7 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 	/* The remedy for the answer, where the answer decided. */
 	if (out->verdict == FAB_HMEM_REFUSED || out->verdict == FAB_HMEM_FORCED ||
 	    out->verdict == FAB_HMEM_FORCE_REFUSED)
-		cuda_remedy(rc, fi_version, mode, prov, out->remedy, sizeof(out->remedy));
+		cuda_remedy(rc, fi_version, prov, out->remedy, sizeof(out->remedy));
 	else if (out->verdict == FAB_HMEM_PROMISED)
 		snprintf(out->remedy, sizeof(out->remedy), "nothing to do");
 	else if (out->verdict == FAB_HMEM_NO_SETTING)
