@@ -202,23 +202,27 @@ static void process_usage(long *rss_mb, int *fds)
 static void log_resources(struct fab_plugin *p, const char *when)
 {
 	int eps = 0, regs = 0, threads = 0;
+	unsigned dropped = 0;
 	for (int d = 0; d < p->ndevs; d++) {
 		struct fab_domain *dom = p->devs[d].dom;
 		if (!dom)
 			continue;
 		eps += dom->nep;
 		regs += fab_mr_count(dom);
-		for (int i = 0; i < dom->nep; i++)
+		for (int i = 0; i < dom->nep; i++) {
 			threads += dom->eps[i]->has_thread;
+			dropped += atomic_load(&dom->eps[i]->dropped);
+		}
 	}
 	long rss;
 	int fds;
 	process_usage(&rss, &fds);
 	FAB_INFO(NCCL_INIT | NCCL_NET,
 		 "resources %s: %d endpoint(s), %d progress thread(s), connections %d open / %d peak / "
-		 "%ld made, %d registration(s); process RSS %ld MB, %d open fds",
+		 "%ld made, %d registration(s), %u malformed message(s) or address(es) dropped; "
+		 "process RSS %ld MB, %d open fds",
 		 when, eps, threads, atomic_load(&p->comms_live), atomic_load(&p->comms_peak),
-		 atomic_load(&p->comms_total), regs, rss, fds);
+		 atomic_load(&p->comms_total), regs, dropped, rss, fds);
 }
 
 static void plugin_free(struct fab_plugin *p)

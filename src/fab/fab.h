@@ -197,6 +197,7 @@ struct fab_ep {
 	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
+	atomic_uint dropped;        /* malformed or forged messages and addresses refused */
 	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
 };
 

@@ -274,7 +274,8 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	char why[128];
 	uint32_t fmt = ep->dom->info->addr_format;
 	if (fab_addr_check(fmt, addr, len, why, sizeof(why))) {
-		FAB_WARN(NCCL_NET, "device %s: a peer address (%s) was refused before fi_av_insert: %s. "
+		atomic_fetch_add(&ep->dropped, 1);
+		FAB_WARN_LIMITED(NCCL_NET, "device %s: a peer address (%s) was refused before fi_av_insert: %s. "
 			 "The handle or message came from another provider, another version of the "
 			 "plugin, or was damaged",
 			 ep->dom->name, fab_addr_format_name(fmt), why);

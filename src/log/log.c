@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 
@@ -79,4 +80,24 @@ void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, in
 	gethostname(host, sizeof(host) - 1);
 	fprintf(stderr, "%s:%d:%ld [fabric] %s %s\n", host, (int)getpid(), (long)syscall(SYS_gettid),
 		level_name(level), msg);
+}
+
+unsigned long long fab_log_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+}
+
+int fab_ratelimit_take(struct fab_ratelimit *rl, unsigned long long now_ns, unsigned *held)
+{
+	unsigned long long next = atomic_load(&rl->next_ns);
+	if (now_ns < next ||
+	    !atomic_compare_exchange_strong(&rl->next_ns, &next, now_ns + FAB_RATELIMIT_NS)) {
+		atomic_fetch_add(&rl->suppressed, 1);
+		*held = 0;
+		return 0;
+	}
+	*held = atomic_exchange(&rl->suppressed, 0);
+	return 1;
 }

@@ -31,4 +31,31 @@ void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, in
 				##__VA_ARGS__);                                               \
 	} while (0)
 
+/* WARNs about what arrives from other processes (malformed or forged
+ * messages, refused addresses) are rate-limited per call site: one a second,
+ * the next one saying how many were held back, so a hostile or broken peer
+ * cannot flood the job log. */
+struct fab_ratelimit {
+	_Atomic unsigned long long next_ns; /* no WARN before this time */
+	_Atomic unsigned suppressed;        /* held back since the last one */
+};
+#define FAB_RATELIMIT_NS 1000000000ULL
+/* True when a WARN may be logged at now_ns; *held gets how many were held back
+ * before it. Thread-safe; one winner per interval. */
+int fab_ratelimit_take(struct fab_ratelimit *rl, unsigned long long now_ns, unsigned *held);
+
+#define FAB_WARN_LIMITED(sub, fmt, ...)                                                        \
+	do {                                                                                   \
+		static struct fab_ratelimit fab_rl_;                                           \
+		unsigned fab_held_;                                                            \
+		if (fab_ratelimit_take(&fab_rl_, fab_log_now_ns(), &fab_held_)) {              \
+			if (fab_held_)                                                         \
+				FAB_WARN(sub, fmt " (%u more like it in the last second)",     \
+					 ##__VA_ARGS__, fab_held_);                            \
+			else                                                                   \
+				FAB_WARN(sub, fmt, ##__VA_ARGS__);                             \
+		}                                                                              \
+	} while (0)
+unsigned long long fab_log_now_ns(void);
+
 #endif

@@ -442,8 +442,9 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	if (len < offsetof(struct proto_cts, e) || m->count > PROTO_CTS_MAX ||
 	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0])) {
 		pthread_mutex_unlock(&ep->lock);
-		FAB_WARN(NCCL_NET, "connection to %s: dropped a malformed CTS (%zu bytes)",
-			 s->peer_text, len);
+		atomic_fetch_add(&ep->dropped, 1);
+		FAB_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a malformed CTS (%zu bytes)",
+				 s->peer_text, len);
 		return;
 	}
 	pthread_mutex_lock(&s->cts_lock);
@@ -453,12 +454,14 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		uint32_t meta = (uint32_t)m->e[i].chunks | (uint32_t)m->e[i].rail << 16;
 		if (m->e[i].chunks < 1 || m->e[i].chunks > s->c.nrails ||
 		    (m->e[i].chunks == 1 && m->e[i].rail >= s->c.nrails)) {
-			FAB_WARN(NCCL_NET, "connection to %s: CTS with %u chunks on rail %u for %d rails",
-				 s->peer_text, m->e[i].chunks, m->e[i].rail, s->c.nrails);
+			atomic_fetch_add(&ep->dropped, 1);
+			FAB_WARN_LIMITED(NCCL_NET,
+					 "connection to %s: dropped a CTS with %u chunks on rail %u for %d rails",
+					 s->peer_text, m->e[i].chunks, m->e[i].rail, s->c.nrails);
 			continue;
 		}
 		if (proto_cts_put(&s->cts, key, m->e[i].size, meta))
-			FAB_WARN(NCCL_NET,
+			FAB_WARN_LIMITED(NCCL_NET,
 				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
 				 "duplicate): the peer posted more receives than NCCL allows",
 				 s->peer_text, m->e[i].tag, m->e[i].seq);
@@ -764,8 +767,8 @@ static void listen_reject(struct proto_listen *l, const struct proto_msg *req, u
 	if (fab_ep_tsend(l->c.ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
 		     proto_tag_ctrl(&l->c.dev->layout, PROTO_CTRL_ACCEPT, req->id), &l->rej_op.ctx))
 		op_not_posted(&l->c, &l->rej_op);
-	FAB_WARN(NCCL_NET, "accept on %s: refused a connection from %s: %s", l->c.dev->props.name,
-		 peer_text, proto_reject_text(reason));
+	FAB_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
+			 l->c.dev->props.name, peer_text, proto_reject_text(reason));
 }
 
 ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
@@ -819,9 +822,17 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			return ncclSystemError;
 		}
 		(void)listen_post(l); /* ready for the next request at once */
-		if (proto_msg_check(&req, len, why, sizeof(why)) || req.type != PROTO_MSG_CONNECT) {
-			FAB_WARN(NCCL_NET, "accept on %s: dropped a malformed connection request: %s",
-				 dev->props.name, why);
+		bool bad = proto_msg_check(&req, len, why, sizeof(why)) != 0;
+		if (!bad && req.type != PROTO_MSG_CONNECT) {
+			snprintf(why, sizeof(why), "message type %u where a CONNECT was expected",
+				 req.type);
+			bad = true;
+		}
+		if (bad) {
+			atomic_fetch_add(&l->c.ep->dropped, 1);
+			FAB_WARN_LIMITED(NCCL_NET,
+					 "accept on %s: dropped a malformed connection request: %s",
+					 dev->props.name, why);
 			return ncclSuccess;
 		}
 		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));

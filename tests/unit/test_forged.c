@@ -54,6 +54,7 @@ static int test_forged_addresses(void)
 {
 	struct fab_plugin *p = fab_plugin_get();
 	uint32_t fmt = p->devs[0].info->addr_format;
+	unsigned before = atomic_load(&p->devs[0].dom->eps[0]->dropped);
 	unsigned char junk[FAB_ADDR_MAX];
 	memset(junk, 0xa5, sizeof(junk));
 	struct proto_handle h;
@@ -67,6 +68,8 @@ static int test_forged_addresses(void)
 		memset(s, 'x', sizeof(s)); /* no terminator anywhere */
 		CHECK_EQ(connect_fails("unterminated string", s, sizeof(s)), 0);
 	}
+	/* each refusal is counted (the finalize line reports the total) */
+	CHECK(atomic_load(&p->devs[0].dom->eps[0]->dropped) >= before + 3);
 	return 0;
 }
 
