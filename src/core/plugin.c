@@ -266,7 +266,7 @@ static void log_decision(struct fab_plugin *p)
 			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason, p->hmem.flush_reason,
 			 p->hmem.force_flush);
 	FAB_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
-	if (strcmp(p->hmem.remedy, "nothing to do"))
+	if (p->hmem.verdict != FAB_HMEM_PROMISED)
 		FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory remedy: %s", p->hmem.remedy);
 	if (p->hmem.warning[0])
 		FAB_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);

@@ -287,7 +287,6 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
  * FAB_RX_POOL_MAX: the objects it serves grew. */
 #define FAB_RX_POOL_MAX 16384
 int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total);
-int fab_ep_rx_pool_size(struct fab_ep *ep);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the

@@ -13,7 +13,7 @@
 
 #include "fab/fab.h"
 
-static const char *format_name(uint32_t f)
+const char *fab_addr_format_name(uint32_t f)
 {
 	switch (f) {
 	case FI_SOCKADDR: return "FI_SOCKADDR";
@@ -83,9 +83,4 @@ int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why
 		/* a provider's own binary format: only its length can be checked */
 		return 0;
 	}
-}
-
-const char *fab_addr_format_name(uint32_t addr_format)
-{
-	return format_name(addr_format);
 }

@@ -507,16 +507,6 @@ int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total)
 	return rc;
 }
 
-int fab_ep_rx_pool_size(struct fab_ep *ep)
-{
-	if (!ep->pool)
-		return 0;
-	pthread_mutex_lock(&ep->cq_lock);
-	int n = ep->pool->total;
-	pthread_mutex_unlock(&ep->cq_lock);
-	return n;
-}
-
 /* ---------------- progress thread ---------------- */
 
 /* Every endpoint with a running thread, so that exit() stops them before

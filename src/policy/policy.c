@@ -496,13 +496,11 @@ const char *fab_policy_cuda_answer(int rc, uint32_t fi_version)
 	}
 }
 
-/* What the user can do about an answer, on this libfabric. */
+/* What the user can do about an answer, on this libfabric (never 0: that
+ * answer is a promise, and the decision needs no remedy). */
 static void cuda_remedy(int rc, uint32_t fi_version, const char *prov, char *buf, size_t len)
 {
 	switch (rc) {
-	case 0:
-		snprintf(buf, len, "nothing to do");
-		break;
 	case -FI_EOPNOTSUPP:
 		snprintf(buf, len,
 			 "%s copies GPU memory with the CUDA API, which NCCL forbids under it: "

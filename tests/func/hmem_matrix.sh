@@ -21,12 +21,9 @@ fi
 
 # Start from a clean slate: nothing of the caller's may steer the plugin, the
 # test provider or the stub.
-for v in $(compgen -e); do
-	case $v in
-	NCCL_FABRIC_* | TESTHMEM_* | STUBCUDA_* | FI_PROVIDER | FI_PROVIDER_PATH | FI_HMEM*) unset "$v" ;;
-	esac
-done
-export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+fabric_test_clean_env
 # The caller's library path without the stub (for "no CUDA driver"), and with it first.
 ld_plain=""
 IFS=: read -ra ld_dirs <<<"${LD_LIBRARY_PATH:-}"
@@ -44,11 +41,8 @@ label=""
 
 # The run-time libfabric: what -FI_EINVAL means depends on it (README table).
 lf_runtime=$("$info" --json 2>/dev/null | "$jget" - libfabric_runtime 2>/dev/null)
-case $lf_runtime in
-1.1[0-7] | 1.[0-9]) lf_new=no ;;
-[0-9]*.[0-9]*) lf_new=yes ;;
-*) echo "FAIL  cannot read the run-time libfabric version from nccl-fabric-info --json"; exit 1 ;;
-esac
+lf_new=$(fabric_lf_new "$lf_runtime") ||
+	{ echo "FAIL  cannot read the run-time libfabric version from nccl-fabric-info --json"; exit 1; }
 echo "libfabric $lf_runtime at run time"
 
 fail() {

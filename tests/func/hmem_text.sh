@@ -15,23 +15,17 @@ if [ ! -e "$provdir/libtesthmem-fi.so" ] || [ ! -e "$stubdir/libcuda.so.1" ]; th
 	echo "SKIP: needs $provdir/libtesthmem-fi.so and $stubdir/libcuda.so.1 (tests/testprov, tests/stubcuda)"
 	exit 77
 fi
-for v in $(compgen -e); do
-	case $v in
-	NCCL_FABRIC_* | TESTHMEM_* | STUBCUDA_* | FI_PROVIDER | FI_PROVIDER_PATH | FI_HMEM*) unset "$v" ;;
-	esac
-done
-export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+fabric_test_clean_env
 export FI_PROVIDER_PATH=$provdir
 export LD_LIBRARY_PATH=$stubdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hmem_text.XXXXXX") || exit 1
 # What -FI_EINVAL means depends on the run-time libfabric (README table).
 lf_runtime=$("$info" 2>/dev/null | sed -n 's/^  libfabric: *\([0-9]*\.[0-9]*\) at run time.*/\1/p')
-case $lf_runtime in
-1.1[0-7] | 1.[0-9]) lf_new=no ;;
-[0-9]*.[0-9]*) lf_new=yes ;;
-*) echo "FAIL  cannot read the run-time libfabric version from nccl-fabric-info"; exit 1 ;;
-esac
+lf_new=$(fabric_lf_new "$lf_runtime") ||
+	{ echo "FAIL  cannot read the run-time libfabric version from nccl-fabric-info"; exit 1; }
 echo "libfabric $lf_runtime at run time"
 trap 'rm -rf "$tmp"' EXIT
 failures=0 label=""

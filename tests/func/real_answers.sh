@@ -21,12 +21,9 @@
 set -u
 info=$1 jget=$2 check=$3 plugin=$4 stubdir=$5 cuda=$6
 
-for v in $(compgen -e); do
-	case $v in
-	NCCL_FABRIC_* | TESTHMEM_* | STUBCUDA_* | FI_PROVIDER | FI_PROVIDER_PATH | FI_HMEM*) unset "$v" ;;
-	esac
-done
-export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+fabric_test_clean_env
 # the stubs first: libfabric's dlopen("libcudart.so") and everyone's
 # dlopen("libcuda.so.1") find them, not a toolkit's runtime
 export LD_LIBRARY_PATH=$stubdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -57,11 +54,12 @@ report() {
 
 report "runtime"
 lf=${V[11]:-}
-case $lf in
-1.1[0-7] | 1.[0-9]) kind=old ;;
-[0-9]*.[0-9]*) kind=$([ "$cuda" = 1 ] && echo cuda || echo new) ;;
-*) echo "FAIL  cannot read the run-time libfabric version"; exit 1 ;;
-esac
+new=$(fabric_lf_new "$lf") || { echo "FAIL  cannot read the run-time libfabric version"; exit 1; }
+if [ "$new" = no ]; then
+	kind=old
+else
+	kind=$([ "$cuda" = 1 ] && echo cuda || echo new)
+fi
 echo "libfabric $lf at run time; expectations: $kind"
 
 # ---- tcp;ofi_rxm: no FI_HMEM entry, so its answer never decides
