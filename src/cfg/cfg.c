@@ -61,8 +61,15 @@ int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg
 		break;
 	}
 	case FAB_CFG_ENUM:
-		if (parse_enum(d->enum_names, text, &out->i))
-			return -EINVAL;
+		if (parse_enum(d->enum_names, text, &out->i)) {
+			/* on|off enums also take the boolean spellings */
+			const char *alias = !strcmp(text, "1") || !strcasecmp(text, "true") ? "on" :
+					    !strcmp(text, "0") || !strcasecmp(text, "false") ? "off" : NULL;
+			int64_t on;
+			if (!alias || parse_enum(d->enum_names, "on", &on) ||
+			    parse_enum(d->enum_names, alias, &out->i))
+				return -EINVAL;
+		}
 		break;
 	}
 	fab_strlcpy(out->s, text, sizeof(out->s));

@@ -41,15 +41,24 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "Without either, GPU memory is not used.")                                         \
 	X(MAX_RECVS, FAB_CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
-	X(RAILS, FAB_CFG_INT, "1", 1, 8, NULL,                                                 \
-	  "Endpoints (rails) per device. Each connection stripes messages of at least "        \
-	  "NCCL_FABRIC_STRIPE_MIN bytes over all of them, and spreads smaller ones; with a "   \
-	  "stream-based provider (tcp) each rail is its own stream.")                          \
-	X(STRIPE_MIN, FAB_CFG_INT, "262144", 4096, 1073741824, NULL,                           \
-	  "Smallest posted receive, in bytes, that is split over the rails.")                  \
-	X(PROGRESS_THREADS, FAB_CFG_BOOL, "0", 0, 1, NULL,                                      \
+	X(RAILS, FAB_CFG_INT, "0", 0, 8, NULL,                                                 \
+	  "Endpoints (rails) per device; each is an independent engine with its own "          \
+	  "completion queue and control path, and a connection's messages take them in turn " \
+	  "(whole messages; a stream provider such as tcp gives each rail its own stream). "   \
+	  "0: chosen from the provider and the CPUs (see nccl-fabric-info).")                  \
+	X(PROGRESS_THREADS, FAB_CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions, so rails move data in parallel and "     \
-	  "closed connections drain while NCCL is idle. Costs a CPU core per busy rail.")      \
+	  "closed connections drain while NCCL is idle. auto: on when there are several "      \
+	  "rails. Costs up to a CPU core per busy rail (idle threads back off).")              \
+	X(EAGER_MAX, FAB_CFG_INT, "-1", -1, 1048576, NULL,                                     \
+	  "Largest message, in bytes, sent at once without waiting for the receiver's "        \
+	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
+	  "completes without the receiver (stream providers 16384, others their inject size).") \
+	X(RMA, FAB_CFG_BOOL, "0", 0, 1, NULL,                                                  \
+	  "1: messages above NCCL_FABRIC_EAGER_MAX go as one RMA write with remote CQ data "   \
+	  "into the buffer the receiver announced, where the provider offers it. Off by "      \
+	  "default: a receive comm closed with announced buffers cannot stop a write already " \
+	  "on its way. 0: one tagged send after the clear-to-send.")                          \
 	X(SPEED, FAB_CFG_INT, "0", 0, 100000000, NULL,                                         \
 	  "Link speed reported to NCCL, in Mbps. 0: the NIC's link attributes, else "          \
 	  "/sys/class/net/<if>/speed, else 10000.")                                           \

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda/cuda_drv.h"
 #include "log/log.h"
@@ -129,14 +130,18 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 			.hmem = dev->hmem,
 			.flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ,
 			.expected_cuda_rc = p->hmem.expected_cuda_rc,
-			.nep = (int)p->cfg.v[FAB_CFG_RAILS].i,
-			.progress_threads = p->cfg.v[FAB_CFG_PROGRESS_THREADS].i != 0,
+			.nep = dev->nrails,
+			.progress_threads = dev->progress_threads,
+			.rma_write = p->cfg.v[FAB_CFG_RMA].i != 0,
+			.buf_size = dev->eager_max,
 			.cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i,
 			.name = dev->props.name,
 		};
 		rc = fab_domain_open(&attr, &dev->dom);
 		if (!rc)
-			rc = proto_ep_start(dev, dev->dom->eps[0]); /* control traffic: rail 0 */
+			rc = proto_ep_start(dev, dev->dom->eps[0]);
+		for (int i = 1; !rc && i < dev->dom->nep; i++)
+			rc = proto_ep_start(dev, dev->dom->eps[i]);
 		if (rc && dev->dom) {
 			fab_domain_close(dev->dom);
 			dev->dom = NULL;
@@ -144,9 +149,12 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 		if (rc)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
 		else
-			FAB_INFO(NCCL_NET | NCCL_INIT, "device %d (%s) opened: provider %s, fabric %s",
+			FAB_INFO(NCCL_NET | NCCL_INIT,
+				 "device %d (%s) opened: provider %s, fabric %s; rails %s; eager up to "
+				 "%s, larger messages as %s",
 				 dev->index, dev->props.name, p->disc.sel.provider,
-				 dev->info->fabric_attr->name);
+				 dev->info->fabric_attr->name, dev->rails_reason, dev->eager_reason,
+				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
 	}
 	pthread_mutex_unlock(&dev->open_lock);
 	*out = dev->dom;
@@ -331,6 +339,20 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		unsigned bits = fab_policy_tag_bits(dev->info->ep_attr->mem_tag_format);
 		proto_tag_layout_init(&dev->layout, bits);
 		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
+		size_t inject = dev->info->tx_attr ? dev->info->tx_attr->inject_size : 0;
+		dev->eager_max = fab_policy_eager(sel->provider, inject, (long)p->cfg.v[FAB_CFG_EAGER_MAX].i,
+						  dev->eager_reason, sizeof(dev->eager_reason));
+		dev->timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_TIMEOUT].i * 1000000000ULL;
+		dev->flush = (int)p->hmem.flush;
+		dev->dmabuf = p->hmem.dmabuf;
+		struct fab_rails_choice rails;
+		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+		fab_policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,
+				 (int)p->cfg.v[FAB_CFG_RAILS].i, (int)p->cfg.v[FAB_CFG_PROGRESS_THREADS].i,
+				 &rails);
+		dev->nrails = rails.rails;
+		dev->progress_threads = rails.threads;
+		fab_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
 		device_props(p, dev);
 	}
 	*res = ncclSuccess;

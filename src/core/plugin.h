@@ -61,6 +61,15 @@ struct fab_device {
 	char speed_source[64];
 	struct proto_tag_layout layout;
 	uint64_t prov_hash;
+	/* what the data path reads, fixed at init: no global lookups per message */
+	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX */
+	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
+	int flush;                    /* enum fab_flush_method, for GPU buffers */
+	bool dmabuf;                  /* DMA-BUF registration offered */
+	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
+	bool progress_threads;
+	char rails_reason[128];
+	char eager_reason[96];
 	pthread_mutex_t open_lock;
 	struct fab_domain *dom;       /* NULL until first use */
 	char open_error[FAB_REASON_LEN];

@@ -210,6 +210,13 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
+			bool rma = fab_info_rma_write(dev->info);
+			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s\n",
+				dev->rails_reason, dev->eager_reason,
+				rma && v->cfg->v[FAB_CFG_RMA].i ? "one RMA write each (NCCL_FABRIC_RMA=1)" :
+				rma ? "one tagged send after the clear-to-send (RMA writes possible: "
+				      "NCCL_FABRIC_RMA=1)" :
+				      "one tagged send after the clear-to-send (no RMA writes with CQ data)");
 		}
 		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
 			v->cfg->v[FAB_CFG_HMEM].s);

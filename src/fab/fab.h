@@ -98,9 +98,30 @@ struct fab_domain_attr {
 	int expected_cuda_rc;       /* every endpoint must repeat the probe's answer */
 	int nep;                    /* endpoints to open (>= 1): the rails */
 	bool progress_threads;      /* one progress thread per endpoint */
+	bool rma_write;             /* large messages may go as RMA writes */
+	size_t buf_size;            /* bounce buffers' size (0: none) */
 	int cq_batch;
 	const char *name;           /* device name, for messages */
 };
+
+/* An object that receives messages under an id of the domain's id space (a
+ * listen comm, a connector, a connection): the id travels in tags and in
+ * remote CQ data, and any of the domain's endpoints finds its owner. */
+struct fab_obj {
+	struct dlist link;
+	uint32_t id;
+	void *owner;
+};
+
+#define FAB_ID_BUCKETS 256
+
+/* A registered host buffer of the domain's bounce size (fab_buf_get). */
+struct fab_buf {
+	struct fab_buf *next;
+	void *mem;
+	void *desc;
+};
+struct fab_buf_slab;
 
 struct fab_domain {
 	struct fi_info *info;       /* our own copy */
@@ -111,6 +132,8 @@ struct fab_domain {
 	uint64_t next_key;
 	int mr_mode;
 	bool hmem, rma;
+	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
+	size_t cq_data_size;
 	bool serialize;             /* provider quirk, see fab_domain_open */
 	int expected_cuda_rc;
 	int cq_batch;
@@ -121,7 +144,42 @@ struct fab_domain {
 	struct dlist zombies;       /* closed objects waiting for their last completion */
 	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
 	struct fab_mr *flush_mr;
+	pthread_mutex_t buf_lock;   /* bounce buffers */
+	size_t buf_size;
+	struct fab_buf *buf_free;
+	struct fab_buf_slab *buf_slabs;
+	int buf_total;
+	pthread_mutex_t id_lock;    /* the id space below */
+	struct dlist ids[FAB_ID_BUCKETS];
+	uint32_t next_id;
+	int nids;
 };
+
+/* Bounce buffers: registered host memory of buf_size bytes each, from slabs
+ * that grow on demand and live until the domain closes. NULL when out of
+ * memory (or buf_size is 0). */
+struct fab_buf *fab_buf_get(struct fab_domain *dom);
+void fab_buf_put(struct fab_domain *dom, struct fab_buf *b);
+
+/* Registers obj under a fresh id, unique among the domain's registered
+ * objects, within mask and never 0. Returns the id, 0 when mask is exhausted.
+ * Ids advance rather than being reused at once, so a late message for a
+ * closed object finds nobody instead of its successor. */
+uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32_t mask,
+			     void *owner);
+void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj);
+/* The owner registered under id, or NULL; caller holds dom->id_lock. */
+void *fab_domain_lookup_locked(struct fab_domain *dom, uint32_t id);
+int fab_domain_nobjs(struct fab_domain *dom);
+
+/* Whether an entry can take large messages as RMA writes with CQ data: the
+ * write capabilities, 8 bytes of CQ data, and no receive consumed for it. */
+static inline bool fab_info_rma_write(const struct fi_info *info)
+{
+	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	return (info->caps & wcaps) == wcaps && info->domain_attr &&
+	       info->domain_attr->cq_data_size >= 8 && !(info->mode & FI_RX_CQ_DATA);
+}
 
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
 void fab_domain_close(struct fab_domain *dom);
@@ -153,20 +211,13 @@ int fab_mr_count(struct fab_domain *dom);
 
 /* ---- endpoint (fab_ep.c) ---- */
 
-/* An object that receives messages under an id of the endpoint's tag space
- * (a listen comm, a connector, a connection). Embedded in its owner. */
-struct fab_ep_obj {
-	struct dlist link;
-	uint32_t id;
-	void *owner;
-};
-
-#define FAB_EP_ID_BUCKETS 256
-
 /* Called for each message of a receive pool, with the endpoint's CQ lock held.
  * The buffer is re-posted when the handler returns. */
 typedef void (*fab_rx_handler_fn)(struct fab_ep *ep, void *arg, const void *msg, size_t len,
 				  uint64_t tag);
+/* Called for each remote write with CQ data that lands on the endpoint (the
+ * provider gives such completions no context of ours), CQ lock held. */
+typedef void (*fab_rw_handler_fn)(struct fab_ep *ep, void *arg, uint64_t data, size_t len);
 
 struct fab_rx_pool;
 
@@ -176,11 +227,10 @@ struct fab_ep {
 	struct fid_av *av;
 	struct fid_cq *cq;
 	pthread_mutex_t cq_lock;    /* one reader of the CQ at a time */
-	pthread_mutex_t lock;       /* address cache, id allocation */
+	pthread_mutex_t lock;       /* address cache */
 	char name[FAB_ADDR_MAX];
 	size_t namelen;
 	int cuda_api_rc;            /* its FI_OPT_CUDA_API_PERMITTED answer */
-	uint32_t next_id;
 	int index;
 	/* peer address -> fi_addr_t, so a hundred connections to one peer insert it once */
 	int naddrs, addrs_cap;
@@ -189,16 +239,16 @@ struct fab_ep {
 		unsigned char bytes[FAB_ADDR_MAX];
 		fi_addr_t fi_addr;
 	} *addrs;
-	struct dlist ids[FAB_EP_ID_BUCKETS]; /* registered objects by id */
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
 	bool has_thread;
-	int nids;
 	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
 	atomic_uint dropped;        /* malformed or forged messages and addresses refused */
 	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
+	fab_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
+	void *rw_arg;
 };
 
 /* Every libfabric data call goes through these, so a provider quirk lives in
@@ -242,6 +292,16 @@ static inline ssize_t fab_ep_read(struct fab_ep *ep, void *buf, size_t len, void
 	return rc;
 }
 
+static inline ssize_t fab_ep_writedata(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+				       uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
+				       void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_writedata(ep->ep, buf, len, desc, data, dest, addr, key, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
 static inline void fab_ep_cancel(struct fab_ep *ep, void *ctx)
 {
 	fab_ep_enter(ep);
@@ -271,12 +331,6 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
  * to FAB_ADDR_MAX); else -FI_EINVAL with the reason in why. */
 int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len);
 const char *fab_addr_format_name(uint32_t addr_format);
-/* Registers obj under a fresh id, unique among the endpoint's registered
- * objects, within mask and never 0. Returns the id, 0 when mask is exhausted. */
-uint32_t fab_ep_register(struct fab_ep *ep, struct fab_ep_obj *obj, uint32_t mask, void *owner);
-void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj);
-/* The owner registered under id; caller holds ep->lock. */
-void *fab_ep_lookup_locked(struct fab_ep *ep, uint32_t id);
 
 /* Keeps count receives of size bytes posted with (tag, ignore); each message
  * goes to fn and its buffer is re-posted. One pool per endpoint, for control

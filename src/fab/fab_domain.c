@@ -17,6 +17,16 @@
 #include "log/log.h"
 #include "util/util.h"
 
+/* Bounce buffers come in slabs, registered once each. */
+struct fab_buf_slab {
+	struct fab_buf_slab *next;
+	char *mem;
+	struct fab_mr *mr;
+	struct fab_buf *bufs;
+};
+
+#define FAB_BUF_PER_SLAB 32
+
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 {
 	struct fab_domain *dom = calloc(1, sizeof(*dom));
@@ -26,6 +36,12 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	pthread_mutex_init(&dom->lock, NULL);
 	pthread_mutex_init(&dom->zombie_lock, NULL);
 	dlist_init(&dom->zombies);
+	pthread_mutex_init(&dom->id_lock, NULL);
+	pthread_mutex_init(&dom->buf_lock, NULL);
+	dom->buf_size = attr->buf_size;
+	for (int b = 0; b < FAB_ID_BUCKETS; b++)
+		dlist_init(&dom->ids[b]);
+	dom->next_id = 1;
 	fab_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
 	dom->hmem = attr->hmem;
@@ -49,6 +65,11 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 			 "endpoint (its multi-threaded posting is unreliable)",
 			 dom->name, dom->info->fabric_attr->prov_name);
 	dom->rma = (dom->info->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
+	/* Large messages go as one RMA write whose CQ data tells the receiver
+	 * which buffer is full: needs the write capabilities, 8 bytes of CQ data,
+	 * and a provider that does not consume a posted receive for it. */
+	dom->cq_data_size = dom->info->domain_attr->cq_data_size;
+	dom->rma_write = attr->rma_write && fab_info_rma_write(dom->info);
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);
 	if (rc) {
@@ -105,6 +126,14 @@ void fab_domain_close(struct fab_domain *dom)
 		container_of(zit, struct fab_zombie, link)->release(container_of(zit, struct fab_zombie, link));
 	fab_mr_put(dom->flush_mr);
 	free(dom->flush_page);
+	while (dom->buf_slabs) {
+		struct fab_buf_slab *sl = dom->buf_slabs;
+		dom->buf_slabs = sl->next;
+		fab_mr_put(sl->mr);
+		free(sl->mem);
+		free(sl->bufs);
+		free(sl);
+	}
 	/* Registrations NCCL never released (it does not always deregister before
 	 * finalize): close them, the domain cannot close while they are open. */
 	struct dlist *it, *tmp;
@@ -128,7 +157,122 @@ void fab_domain_close(struct fab_domain *dom)
 		fi_freeinfo(dom->info);
 	pthread_mutex_destroy(&dom->lock);
 	pthread_mutex_destroy(&dom->zombie_lock);
+	pthread_mutex_destroy(&dom->id_lock);
+	pthread_mutex_destroy(&dom->buf_lock);
 	free(dom);
+}
+
+/* ---------------- bounce buffers ---------------- */
+
+
+struct fab_buf *fab_buf_get(struct fab_domain *dom)
+{
+	if (!dom->buf_size)
+		return NULL;
+	pthread_mutex_lock(&dom->buf_lock);
+	if (!dom->buf_free) {
+		struct fab_buf_slab *sl = calloc(1, sizeof(*sl));
+		size_t bytes = dom->buf_size * FAB_BUF_PER_SLAB;
+		if (sl) {
+			sl->mem = aligned_alloc(4096, FAB_ALIGN_UP(bytes, 4096));
+			sl->bufs = calloc(FAB_BUF_PER_SLAB, sizeof(*sl->bufs));
+		}
+		if (!sl || !sl->mem || !sl->bufs ||
+		    ((dom->mr_mode & FI_MR_LOCAL) &&
+		     fab_mr_get(dom, sl->mem, bytes, FI_HMEM_SYSTEM, 0, &sl->mr))) {
+			if (sl) {
+				free(sl->mem);
+				free(sl->bufs);
+				free(sl);
+			}
+			pthread_mutex_unlock(&dom->buf_lock);
+			return NULL;
+		}
+		for (int i = 0; i < FAB_BUF_PER_SLAB; i++) {
+			struct fab_buf *b = &sl->bufs[i];
+			b->mem = sl->mem + (size_t)i * dom->buf_size;
+			b->desc = sl->mr ? sl->mr->desc : NULL;
+			b->next = dom->buf_free;
+			dom->buf_free = b;
+		}
+		sl->next = dom->buf_slabs;
+		dom->buf_slabs = sl;
+		dom->buf_total += FAB_BUF_PER_SLAB;
+	}
+	struct fab_buf *b = dom->buf_free;
+	dom->buf_free = b->next;
+	pthread_mutex_unlock(&dom->buf_lock);
+	return b;
+}
+
+void fab_buf_put(struct fab_domain *dom, struct fab_buf *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&dom->buf_lock);
+	b->next = dom->buf_free;
+	dom->buf_free = b;
+	pthread_mutex_unlock(&dom->buf_lock);
+}
+
+/* ---------------- object ids ---------------- */
+
+static struct dlist *id_bucket(struct fab_domain *dom, uint32_t id)
+{
+	return &dom->ids[id % FAB_ID_BUCKETS];
+}
+
+void *fab_domain_lookup_locked(struct fab_domain *dom, uint32_t id)
+{
+	struct dlist *it, *b = id_bucket(dom, id);
+	dlist_foreach(b, it) {
+		struct fab_obj *o = container_of(it, struct fab_obj, link);
+		if (o->id == id)
+			return o->owner;
+	}
+	return NULL;
+}
+
+uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32_t mask,
+			     void *owner)
+{
+	pthread_mutex_lock(&dom->id_lock);
+	uint32_t id = 0;
+	for (uint64_t tries = 0; tries <= mask; tries++) {
+		uint32_t cand = dom->next_id & mask;
+		dom->next_id = cand + 1;
+		if (cand && !fab_domain_lookup_locked(dom, cand)) {
+			id = cand;
+			break;
+		}
+	}
+	if (id) {
+		obj->id = id;
+		obj->owner = owner;
+		dlist_insert_tail(id_bucket(dom, id), &obj->link);
+		dom->nids++;
+	}
+	pthread_mutex_unlock(&dom->id_lock);
+	return id;
+}
+
+void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj)
+{
+	if (!obj->id)
+		return;
+	pthread_mutex_lock(&dom->id_lock);
+	dlist_remove(&obj->link);
+	dom->nids--;
+	obj->id = 0;
+	pthread_mutex_unlock(&dom->id_lock);
+}
+
+int fab_domain_nobjs(struct fab_domain *dom)
+{
+	pthread_mutex_lock(&dom->id_lock);
+	int n = dom->nids;
+	pthread_mutex_unlock(&dom->id_lock);
+	return n;
 }
 
 /* ---------------- registration cache ---------------- */

@@ -49,7 +49,6 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 		return -FI_ENOMEM;
 	ep->dom = dom;
 	ep->index = index;
-	ep->next_id = 1;
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE); /* callbacks post under it */
@@ -57,8 +56,6 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	pthread_mutexattr_destroy(&ma);
 	ep->serialize = dom->serialize;
 	pthread_mutex_init(&ep->lock, NULL);
-	for (int b = 0; b < FAB_EP_ID_BUCKETS; b++)
-		dlist_init(&ep->ids[b]);
 
 	struct fi_cq_attr cq_attr = {
 		.format = FI_CQ_FORMAT_TAGGED,
@@ -212,6 +209,12 @@ int fab_ep_progress(struct fab_ep *ep)
 		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
 		if (n > 0) {
 			for (ssize_t i = 0; i < n; i++) {
+				if (entries[i].flags & FI_REMOTE_WRITE) {
+					/* a peer's RMA write with CQ data: no context of ours */
+					if (ep->rw_fn)
+						ep->rw_fn(ep, ep->rw_arg, entries[i].data, entries[i].len);
+					continue;
+				}
 				struct fab_op *op = entries[i].op_context;
 				op->complete(op, &entries[i], NULL);
 			}
@@ -239,7 +242,11 @@ int fab_ep_progress(struct fab_ep *ep)
 				err.err = fab_cq_err_code(&err);
 				atomic_fetch_add(&ep->cq_errors, 1);
 				struct fab_op *op = err.op_context;
-				if (op)
+				if (err.flags & FI_REMOTE_WRITE)
+					FAB_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write into this "
+							 "process failed: %s", ep->dom->name,
+							 fab_strerror(err.err));
+				else if (op)
 					op->complete(op, NULL, &err);
 				else
 					FAB_WARN(NCCL_NET, "device %s: completion error without context: %s",
@@ -314,59 +321,6 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	pthread_mutex_unlock(&ep->lock);
 	*out = fa;
 	return 0;
-}
-
-/* ---------------- object ids ---------------- */
-
-static struct dlist *id_bucket(struct fab_ep *ep, uint32_t id)
-{
-	return &ep->ids[id % FAB_EP_ID_BUCKETS];
-}
-
-void *fab_ep_lookup_locked(struct fab_ep *ep, uint32_t id)
-{
-	struct dlist *it, *b = id_bucket(ep, id);
-	dlist_foreach(b, it) {
-		struct fab_ep_obj *o = container_of(it, struct fab_ep_obj, link);
-		if (o->id == id)
-			return o->owner;
-	}
-	return NULL;
-}
-
-uint32_t fab_ep_register(struct fab_ep *ep, struct fab_ep_obj *obj, uint32_t mask, void *owner)
-{
-	pthread_mutex_lock(&ep->lock);
-	/* Ids advance rather than being reused at once, so a late message for a
-	 * closed object finds nobody instead of its successor. */
-	uint32_t id = 0;
-	for (uint64_t tries = 0; tries <= mask; tries++) {
-		uint32_t cand = ep->next_id & mask;
-		ep->next_id = cand + 1;
-		if (cand && !fab_ep_lookup_locked(ep, cand)) {
-			id = cand;
-			break;
-		}
-	}
-	if (id) {
-		obj->id = id;
-		obj->owner = owner;
-		dlist_insert_tail(id_bucket(ep, id), &obj->link);
-		ep->nids++;
-	}
-	pthread_mutex_unlock(&ep->lock);
-	return id;
-}
-
-void fab_ep_unregister(struct fab_ep *ep, struct fab_ep_obj *obj)
-{
-	if (!obj->id)
-		return;
-	pthread_mutex_lock(&ep->lock);
-	dlist_remove(&obj->link);
-	ep->nids--;
-	obj->id = 0;
-	pthread_mutex_unlock(&ep->lock);
 }
 
 /* ---------------- shared control receives ---------------- */

@@ -65,12 +65,12 @@ static void plan_one(struct fab_attempt_plan *p, bool local, bool hmem, bool rma
 	/* No locality bit for the single-host pass: shm (1.17) answers nothing
 	 * when FI_LOCAL_COMM is asked for. */
 	p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) | (hmem ? FI_HMEM : 0) |
-		  (rma ? (FI_RMA | FI_READ) : 0);
+		  (rma ? (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) : 0);
 	p->mode = FAB_SUPPORTED_MODE;
 	p->mr_mode = FAB_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
 	p->api_version = api;
 	snprintf(p->label, sizeof(p->label), "%s, %s%s%s", hmem ? "FI_HMEM" : "host memory",
-		 local ? "single-host allowed" : "FI_REMOTE_COMM", rma ? ", FI_RMA|FI_READ" : "",
+		 local ? "single-host allowed" : "FI_REMOTE_COMM", rma ? ", FI_RMA" : "",
 		 legacy ? ", API 1.17 (older providers)" : "");
 }
 
@@ -788,4 +788,46 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 			 "NCCL_PTR_CUDA is not advertised, so NCCL stages every transfer through "
 			 "pinned host memory: NCCL never exercises the provider's FI_HMEM path, even "
 			 "where a test that registers GPU memory with the provider directly does.");
+}
+
+static bool stream_provider(const char *prov)
+{
+	size_t core = strcspn(prov, ";");
+	return (core == 3 && !strncasecmp(prov, "tcp", 3)) ||
+	       (core == 7 && !strncasecmp(prov, "sockets", 7));
+}
+
+size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, char *reason,
+			size_t reason_len)
+{
+	if (cfg_eager >= 0) {
+		snprintf(reason, reason_len, "%ld bytes (NCCL_FABRIC_EAGER_MAX)", cfg_eager);
+		return (size_t)cfg_eager;
+	}
+	size_t v = stream_provider(prov) ? 16384 : inject_size;
+	snprintf(reason, reason_len, "%zu bytes (auto: %s)", v,
+		 stream_provider(prov) ? "stream provider" : "the provider's inject size");
+	return v;
+}
+
+void fab_policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
+		      struct fab_rails_choice *out)
+{
+	/* A stream provider moves bytes in the calling thread, one stream per
+	 * endpoint and peer: several rails, each read by its own thread, are
+	 * what lets it use more than one core and one stream. Others (shm, and
+	 * NICs with their own engines) gain nothing from more endpoints. */
+	bool stream = stream_provider(prov);
+	if (cfg_rails > 0) {
+		out->rails = cfg_rails;
+		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
+	} else {
+		out->rails = !stream ? 1 : ncpus >= 16 ? 4 : ncpus >= 8 ? 2 : 1;
+		snprintf(out->reason, sizeof(out->reason), "%d (auto: %s, %d CPUs)", out->rails,
+			 stream ? "stream provider" : "provider with its own engines", ncpus);
+	}
+	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);
+	size_t n = strlen(out->reason);
+	snprintf(out->reason + n, sizeof(out->reason) - n, "; progress threads %s%s",
+		 out->threads ? "on" : "off", threads_mode == 0 ? " (auto)" : "");
 }

@@ -183,6 +183,25 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 const char *fab_policy_cuda_answer(int rc, uint32_t fi_version);
 const char *fab_policy_verdict_name(enum fab_hmem_verdict v);
 
+/* Rails (endpoints per device) and progress threads. Pure: the provider's
+ * name, the CPUs, and the settings in; a choice and its reason out. */
+struct fab_rails_choice {
+	int rails;
+	bool threads;
+	char reason[128];
+};
+/* cfg_rails: NCCL_FABRIC_RAILS (0: auto); threads_mode: NCCL_FABRIC_PROGRESS_THREADS
+ * (0 auto, 1 on, 2 off). */
+void fab_policy_rails(const char *prov_name, int ncpus, int cfg_rails, int threads_mode,
+		      struct fab_rails_choice *out);
+
+/* The eager limit: messages up to it are sent without waiting for the
+ * receiver. auto (cfg_eager < 0): what the provider completes on its own, so
+ * an eager send never holds NCCL's buffer until a receive is posted: stream
+ * providers buffer 16 KiB cheaply, others take their inject size. */
+size_t fab_policy_eager(const char *prov_name, size_t inject_size, long cfg_eager, char *reason,
+			size_t reason_len);
+
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed
  * provider's full name names the providers layered on that core provider

@@ -1,12 +1,19 @@
 /*
- * proto.h - connections and requests over tagged messages.
+ * proto.h - connections and requests over tagged messages and RMA writes.
  *
- * A comm is cheap: an id in the tag space of a shared endpoint, a sequence
- * table, and a fixed pool of requests (no allocation per operation). Every
- * operation posted to libfabric counts in comm->pending; a comm closed while
- * operations are still posted cancels them and becomes a zombie of its
- * endpoint until the last completion arrives (or the endpoint closes), so a
- * late completion never touches freed memory.
+ * A comm is cheap: an id in the domain's id space, a sequence table, and a
+ * fixed pool of requests (no allocation per operation). Its messages take the
+ * device's rails in turn (proto_seq_rail); each rail is an endpoint with its
+ * own CQ, control receives and, where it pays, its own progress thread.
+ *
+ * A message of at most eager_max bytes is sent at once. A larger one waits
+ * for the receiver's clear-to-send (CTS), which carries the buffer's size and,
+ * where the provider can, its address and key: the message then moves as one
+ * RMA write whose CQ data names the buffer. Every operation posted to
+ * libfabric counts in comm->pending; a comm closed while operations are still
+ * posted cancels them and becomes a zombie of its domain until the last
+ * completion arrives (or the domain closes), so a late completion never
+ * touches freed memory.
  */
 #ifndef FAB_PROTO_H
 #define FAB_PROTO_H
@@ -30,6 +37,8 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
+/* How long closeSend waits for the CTS its eager messages are owed. */
+#define PROTO_CLOSE_CTS_NS (2ULL * 1000000000ULL)
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 
@@ -37,15 +46,13 @@ struct proto_comm {
 	uint32_t magic;
 	enum proto_comm_kind kind;
 	struct fab_device *dev;
-	struct fab_ep *ep;         /* rail 0: control messages, CTS, flushes */
-	int nrails;                /* rails the connection stripes over */
+	struct fab_ep *ep;         /* rail 0: the handshake and flushes */
+	int nrails;                /* rails its messages take in turn */
 	struct fab_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
-	struct fab_ep_obj reg;     /* id in rail 0's tag space (reg.id) */
+	struct fab_obj reg;        /* id in the domain's id space (reg.id) */
 	struct fab_zombie zombie;
 	struct fab_freelist reqs;  /* free requests of this comm */
-	struct fab_op *ops;        /* every request's operations (nrails per buffer) */
-	size_t nops;               /* entries in ops */
 	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
 };
@@ -61,40 +68,49 @@ struct proto_req {
 	int nops;                  /* completions that finish the request */
 	atomic_int ncomplete;
 	atomic_int status;         /* ncclResult_t of the first failure */
+	uint8_t rails;             /* bit per rail its operations use: what test() progresses */
 	bool in_use;
+};
+
+/* How a send moves its bytes. */
+enum proto_send_how {
+	PROTO_SEND_EAGER = 1,  /* tagged, at once, without waiting for the CTS */
+	PROTO_SEND_TAGGED = 2, /* tagged, after the CTS (provider without RMA writes) */
+	PROTO_SEND_RMA = 3,    /* one RMA write into the announced buffer, with CQ data */
+	PROTO_SEND_ABORT = 4,  /* a stand-in: the receiver posted less than this */
 };
 
 struct proto_send_req {
 	struct proto_req h;
+	enum proto_send_how how;
 	size_t size;
-	uint64_t abort_size;       /* payload of the stand-ins for an oversized send */
-	/* what the chunks are made of; posting resumes here after -FI_EAGAIN */
-	const char *data;
-	void *desc;
-	uint64_t wire;
-	uint64_t posted;           /* the receive's size (CTS) */
-	size_t csize;              /* chunk size when striped */
-	int chunks, rail;
-	struct fab_op *ops;        /* nrails of them */
+	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
+	struct fab_op op;
 };
 
 struct proto_recv_req {
 	struct proto_req h;
 	void *data[PROTO_MAX_RECVS];
 	size_t posted[PROTO_MAX_RECVS];
-	_Atomic size_t got[PROTO_MAX_RECVS]; /* chunks of one buffer land on several threads */
+	_Atomic size_t got[PROTO_MAX_RECVS];
 	void *desc[PROTO_MAX_RECVS];
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
-	uint8_t chunks[PROTO_MAX_RECVS];
 	uint8_t rail[PROTO_MAX_RECVS];
-	size_t csize[PROTO_MAX_RECVS];
-	int cursor;                /* next (buffer, chunk) to post, flattened */
-	struct fab_op *ops;        /* buffer i chunk j: ops[i * nrails + j] */
+	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
+	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
+	int cursor;                /* next buffer to post */
+	struct fab_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
+	/* a host buffer smaller than eager_max receives into a bounce buffer of
+	 * eager_max bytes: an eager message larger than it is then detected from
+	 * what arrived, and never truncated by the provider */
+	struct fab_buf *bounce[PROTO_MAX_RECVS];
 	_Atomic uint64_t sunk;     /* ops re-posted into the closing comm's sink */
 	struct proto_cts cts;      /* what this receive posted, for the sender */
 	struct fab_op cts_op;
 	bool cts_sent;
+	_Atomic uint64_t cts_failed_ns; /* when sending the CTS failed (0: it did not) */
+	int cts_err;
 	fi_addr_t flush_self;      /* a flush reads the buffer back from ourselves */
 	uint64_t flush_addr, flush_key;
 };
@@ -120,9 +136,14 @@ struct proto_send {
 	uint64_t handle_sum;
 	char peer_text[64];
 	struct proto_seq_table seq;
-	/* sizes the receiver announced (CTS), consumed by isend */
+	/* receives the peer announced (CTS), consumed by isend; cts_lock also
+	 * guards seq, which the CTS handler reads to drop stale announcements */
 	pthread_mutex_t cts_lock;
 	struct proto_cts_table cts;
+	/* CTS still to come for messages sent eagerly: close reads them first, so
+	 * no unread bytes stay in a stream socket (closing it would reset the
+	 * connection and drop what the peer has not read yet) */
+	atomic_int cts_owed;
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 
@@ -170,8 +191,11 @@ struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
 /* Closes connects NCCL started and never finished (finalize). */
 void proto_pending_connects_close(struct fab_plugin *p, int dev_index);
 
-/* Starts what every endpoint of a device needs: the shared CTS receives. */
+/* Starts what every endpoint of a device needs: the shared CTS receives and
+ * the handler of RMA writes' CQ data. */
 int proto_ep_start(struct fab_device *dev, struct fab_ep *ep);
+/* A peer's RMA write filled one of our buffers (fab_rw_handler_fn). */
+void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len);
 
 /* Prints a peer address for messages. */
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,

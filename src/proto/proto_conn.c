@@ -29,12 +29,12 @@ struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind)
 static void comm_release(struct fab_zombie *z)
 {
 	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
-	fab_ep_unregister(c->ep, &c->reg);
+	if (c->dev && c->dev->dom)
+		fab_domain_unregister(c->dev->dom, &c->reg);
 	fab_mr_put(c->ctrl_mr);
 	if (c->fini)
 		c->fini(c);
 	fab_freelist_destroy(&c->reqs);
-	free(c->ops);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
 }
@@ -65,21 +65,16 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
 	for (int i = 0; i < c->nrails; i++)
 		c->rails[i] = dom->eps[i];
-	/* Operations live in one array per comm, nrails per buffer, so a request
-	 * never allocates. */
-	size_t nops = kind == PROTO_SEND ? (size_t)PROTO_SEND_REQS * c->nrails :
-		      kind == PROTO_RECV ? (size_t)PROTO_RECV_REQS * PROTO_MAX_RECVS * c->nrails : 0;
-	if (nops && !(c->ops = calloc(nops, sizeof(*c->ops))))
-		return -FI_ENOMEM;
-	c->nops = nops;
 	atomic_init(&c->pending, 0);
 	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
 	c->zombie.release = comm_release;
-	/* Connections' ids go in data tags (conn field); the others in control tags. */
-	uint32_t mask = kind == PROTO_RECV ? proto_tag_conn_mask(&dev->layout) : 0x7fffffffu;
-	if (!fab_ep_register(c->ep, &c->reg, mask, c)) {
+	/* Connections' ids go in data tags (conn field) and RMA CQ data; the
+	 * others in control tags. */
+	uint32_t mask = kind == PROTO_RECV ? proto_tag_conn_mask(&dev->layout) & PROTO_IMM_CONN_MASK :
+					     0x7fffffffu;
+	if (!fab_domain_register(dom, &c->reg, mask, c)) {
 		FAB_WARN(NCCL_NET, "device %s: every connection id is in use", dev->props.name);
 		return -FI_ENOSPC;
 	}
@@ -148,17 +143,18 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		cancel_op(c, &s->in_op);
 		cancel_op(c, &s->out_op);
-		for (size_t i = 0; i < c->nops; i++)
-			cancel_op(c, &c->ops[i]);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			cancel_op(c, &s->reqs[i].op);
 		break;
 	}
 	case PROTO_RECV: {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
 		cancel_op(c, &r->ack_op);
-		for (size_t i = 0; i < c->nops; i++)
-			cancel_op(c, &c->ops[i]);
-		for (int i = 0; i < PROTO_RECV_REQS; i++)
+		for (int i = 0; i < PROTO_RECV_REQS; i++) {
+			for (int k = 0; k < PROTO_MAX_RECVS; k++)
+				cancel_op(c, &r->reqs[i].ops[k]);
 			cancel_op(c, &r->reqs[i].cts_op);
+		}
 		break;
 	}
 	}
@@ -202,16 +198,14 @@ static int comm_user_ops(struct proto_comm *c)
 	int n = 0;
 	if (c->kind == PROTO_SEND) {
 		struct proto_send *s = container_of(c, struct proto_send, c);
-		int per = (int)(c->nops / PROTO_SEND_REQS);
 		for (int i = 0; i < PROTO_SEND_REQS; i++) {
 			if (s->reqs[i].abort_size)
 				continue; /* stand-ins carry plugin memory */
-			for (int k = 0; k < per; k++)
-				n += atomic_load(&s->reqs[i].ops[k].posted);
+			n += atomic_load(&s->reqs[i].op.posted);
 		}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
-		int per = PROTO_MAX_RECVS * c->nrails;
+		int per = PROTO_MAX_RECVS;
 		for (int i = 0; i < PROTO_RECV_REQS; i++) {
 			uint64_t sunk = atomic_load(&r->reqs[i].sunk);
 			for (int k = 0; k < per; k++)
@@ -226,9 +220,18 @@ void proto_comm_retire(struct proto_comm *c)
 	if (!c)
 		return;
 	struct fab_ep *ep = c->ep;
+	if (c->kind == PROTO_SEND) {
+		/* read the CTS still owed for eager messages (see cts_owed) */
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		uint64_t deadline = fab_now_ns() + PROTO_CLOSE_CTS_NS;
+		while (atomic_load(&s->cts_owed) > 0 && fab_now_ns() < deadline)
+			if (proto_comm_progress(c) <= 0)
+				sched_yield();
+	}
 	if (c->kind == PROTO_RECV)
 		recv_prepare_sink(container_of(c, struct proto_recv, c));
-	fab_ep_unregister(ep, &c->reg); /* control messages for it are dropped from now on */
+	/* control messages and RMA notices for it are dropped from now on */
+	fab_domain_unregister(ep->dom, &c->reg);
 	c->magic = 0xdeadbeef;
 	/* Holding the CQ locks keeps completions from running while we cancel. */
 	for (int i = 0; i < c->nrails; i++)
@@ -423,55 +426,66 @@ static void send_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 
 static void send_free_list_init(struct proto_send *s);
 
-/* ---- CTS: receive sizes announced by the peer ---- */
+/* ---- CTS: receives announced by the peer ---- */
 
-/* One pool per endpoint receives every CTS; the tag carries the send comm's
- * id. Runs under the endpoint's CQ lock. */
+/* One pool per rail receives every CTS; the tag carries the send comm's id.
+ * Runs under that rail's CQ lock. The entries come from another process:
+ * each is checked, and one for a message already sent eagerly is dropped. */
 static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag)
 {
 	const struct proto_cts *m = msg;
 	uint32_t id = (uint32_t)tag;
-	pthread_mutex_lock(&ep->lock);
-	struct proto_send *s = fab_ep_lookup_locked(ep, id);
+	struct fab_domain *dom = ep->dom;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_send *s = fab_domain_lookup_locked(dom, id);
 	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
 		/* the connection closed meanwhile: nothing waits for it */
-		pthread_mutex_unlock(&ep->lock);
+		pthread_mutex_unlock(&dom->id_lock);
 		return;
 	}
 	const struct proto_tag_layout *lay = &s->c.dev->layout;
-	if (len < offsetof(struct proto_cts, e) || m->count > PROTO_CTS_MAX ||
-	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0])) {
-		pthread_mutex_unlock(&ep->lock);
+	if (len < offsetof(struct proto_cts, e) || m->count < 1 || m->count > PROTO_CTS_MAX ||
+	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0]) ||
+	    (atomic_load(&s->state) == PROTO_READY && m->conn_id != s->remote_id)) {
+		/* (a CTS may overtake the ACCEPT: before it, the id is not known) */
+		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
 		FAB_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a malformed CTS (%zu bytes)",
 				 s->peer_text, len);
 		return;
 	}
+	uint32_t mask = proto_tag_seq_mask(lay);
 	pthread_mutex_lock(&s->cts_lock);
 	for (uint32_t i = 0; i < m->count; i++) {
-		uint64_t key = proto_cts_key(proto_tag_fold(lay, m->e[i].tag),
-					     m->e[i].seq & proto_tag_seq_mask(lay));
-		uint32_t meta = (uint32_t)m->e[i].chunks | (uint32_t)m->e[i].rail << 16;
-		if (m->e[i].chunks < 1 || m->e[i].chunks > s->c.nrails ||
-		    (m->e[i].chunks == 1 && m->e[i].rail >= s->c.nrails)) {
-			atomic_fetch_add(&ep->dropped, 1);
-			FAB_WARN_LIMITED(NCCL_NET,
-					 "connection to %s: dropped a CTS with %u chunks on rail %u for %d rails",
-					 s->peer_text, m->e[i].chunks, m->e[i].rail, s->c.nrails);
+		struct proto_cts_entry e = m->e[i];
+		uint32_t folded = proto_tag_fold(lay, e.tag);
+		e.seq &= mask;
+		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
+		if (se && proto_seq_behind(se->seq, e.seq, mask)) {
+			atomic_fetch_sub(&s->cts_owed, 1); /* sent eagerly before this CTS arrived */
 			continue;
 		}
-		if (proto_cts_put(&s->cts, key, m->e[i].size, meta))
+		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
+			atomic_fetch_add(&ep->dropped, 1);
+			FAB_WARN_LIMITED(NCCL_NET,
+					 "connection to %s: dropped a CTS entry with flags 0x%x, size %llu",
+					 s->peer_text, e.flags, (unsigned long long)e.size);
+			continue;
+		}
+		if (proto_cts_put(&s->cts, proto_cts_key(folded, e.seq), &e))
 			FAB_WARN_LIMITED(NCCL_NET,
 				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
 				 "duplicate): the peer posted more receives than NCCL allows",
-				 s->peer_text, m->e[i].tag, m->e[i].seq);
+				 s->peer_text, e.tag, e.seq);
 	}
 	pthread_mutex_unlock(&s->cts_lock);
-	pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&dom->id_lock);
 }
 
 int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 {
+	ep->rw_fn = proto_rma_landed;
+	ep->rw_arg = dev;
 	return fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), 0xffffffffULL,
 				    PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
 }
@@ -510,17 +524,16 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	 * of 1.17 never matches a CTS that arrived before a receive was posted for
 	 * it: with 320 connections and 128 receives, the sends behind the lost
 	 * ones waited forever). */
-	pthread_mutex_lock(&s->c.ep->lock);
-	int objects = s->c.ep->nids;
-	pthread_mutex_unlock(&s->c.ep->lock);
+	int objects = fab_domain_nobjs(dom);
 	/* ... within half of the provider's receive queue: the rest is for
-	 * the data receives and the handshakes */
+	 * the data receives and the handshakes. CTS take every rail. */
 	size_t rx = dom->info->rx_attr ? dom->info->rx_attr->size : 0;
 	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
 	int cap = rx >= 4 * PROTO_CTS_POOL ? (int)(rx / 2) : PROTO_CTS_POOL;
-	if (fab_ep_rx_pool_reserve(s->c.ep, want < cap ? want : cap))
-		FAB_WARN(NCCL_NET, "connect: could not post more control receives for %d "
-			 "connections; CTS messages may wait for a free one", objects);
+	for (int i = 0; i < s->c.nrails; i++)
+		if (fab_ep_rx_pool_reserve(s->c.rails[i], want < cap ? want : cap))
+			FAB_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
+				 "for %d connections; CTS messages may wait for a free one", i, objects);
 	op_init(&s->out_op, send_out_done, s, 0);
 	op_init(&s->in_op, send_in_done, s, 0);
 	dlist_init(&s->pending_link);
@@ -632,7 +645,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 		atomic_store(&s->state, PROTO_READY);
 		return ncclSuccess;
 	}
-	uint64_t limit = (uint64_t)fab_plugin_get()->cfg.v[FAB_CFG_TIMEOUT].i * 1000000000ULL;
+	uint64_t limit = s->c.dev->timeout_ns;
 	if (fab_now_ns() - s->start_ns > limit) {
 		FAB_WARN(NCCL_NET,
 			 "connect to %s: no answer after %llu s: the peer may have died or never "
@@ -798,8 +811,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			if (!l->wait_start_ns || now - l->last_call_ns > 5000000000ULL)
 				l->wait_start_ns = now;
 			l->last_call_ns = now;
-			uint64_t limit = (uint64_t)fab_plugin_get()->cfg.v[FAB_CFG_TIMEOUT].i *
-					 1000000000ULL;
+			uint64_t limit = dev->timeout_ns;
 			if (now - l->wait_start_ns > limit) {
 				FAB_WARN(NCCL_NET,
 					 "accept on %s: no connection request after %llu s: the peer may "
@@ -921,7 +933,6 @@ static void send_free_list_init(struct proto_send *s)
 		struct proto_send_req *q = &s->reqs[i];
 		q->h.kind = PROTO_REQ_SEND;
 		q->h.comm = &s->c;
-		q->ops = &s->c.ops[(size_t)i * s->c.nrails];
 		fab_freelist_push(&s->c.reqs, &q->h.free_node);
 	}
 }
@@ -932,7 +943,6 @@ static void recv_free_list_init(struct proto_recv *r)
 		struct proto_recv_req *q = &r->reqs[i];
 		q->h.kind = PROTO_REQ_RECV;
 		q->h.comm = &r->c;
-		q->ops = &r->c.ops[(size_t)i * PROTO_MAX_RECVS * r->c.nrails];
 		fab_freelist_push(&r->c.reqs, &q->h.free_node);
 	}
 }

@@ -8,7 +8,7 @@ static unsigned slot_of(uint64_t key)
 	return (unsigned)(key & (PROTO_CTS_SLOTS - 1));
 }
 
-int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32_t meta)
+int proto_cts_put(struct proto_cts_table *t, uint64_t key, const struct proto_cts_entry *e)
 {
 	if (t->used >= PROTO_CTS_SLOTS - 1)
 		return -1;
@@ -17,15 +17,14 @@ int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32
 			return -1;
 		if (t->slot[i].key == 0) {
 			t->slot[i].key = key;
-			t->slot[i].size = size;
-			t->slot[i].meta = meta;
+			t->slot[i].e = *e;
 			t->used++;
 			return 0;
 		}
 	}
 }
 
-bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uint32_t *meta)
+bool proto_cts_take(struct proto_cts_table *t, uint64_t key, struct proto_cts_entry *e)
 {
 	unsigned i = slot_of(key);
 	for (;; i = (i + 1) & (PROTO_CTS_SLOTS - 1)) {
@@ -34,8 +33,7 @@ bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uin
 		if (t->slot[i].key == key)
 			break;
 	}
-	*size = t->slot[i].size;
-	*meta = t->slot[i].meta;
+	*e = t->slot[i].e;
 	t->used--;
 	/* backward-shift deletion keeps every chain unbroken without tombstones */
 	unsigned hole = i;

@@ -1,5 +1,5 @@
 /*
- * proto_cts.h - the sender's table of receive sizes announced by CTS messages,
+ * proto_cts.h - the sender's table of receives announced by CTS messages,
  * keyed by (folded NCCL tag, sequence number). Open addressing with linear
  * probing and backward-shift deletion; fixed capacity, no allocation. Pure;
  * the send comm's cts_lock guards it.
@@ -10,14 +10,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "proto/proto_wire.h"
+
 /* NCCL keeps at most 32 receives of 8 buffers in flight per connection: 256
  * announced sizes; twice that keeps probe chains short. */
 #define PROTO_CTS_SLOTS 512
 
 struct proto_cts_slot {
 	uint64_t key; /* 0: empty */
-	uint64_t size;
-	uint32_t meta; /* chunks | rail << 16 */
+	struct proto_cts_entry e;
 };
 
 struct proto_cts_table {
@@ -31,8 +32,8 @@ static inline uint64_t proto_cts_key(uint32_t folded_tag, uint32_t seq)
 }
 
 /* 0, or -1 when the table is full or the key is already there. */
-int proto_cts_put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32_t meta);
-/* Removes the key; true and its size and meta when present. */
-bool proto_cts_take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uint32_t *meta);
+int proto_cts_put(struct proto_cts_table *t, uint64_t key, const struct proto_cts_entry *e);
+/* Removes the key; true and its entry when present. */
+bool proto_cts_take(struct proto_cts_table *t, uint64_t key, struct proto_cts_entry *e);
 
 #endif

@@ -1,6 +1,22 @@
 /*
  * proto_data.c - the data path: isend, irecv, test, iflush, and memory
  * registration. No allocation and no CUDA call happens here per operation.
+ *
+ * A send, top-down: isend takes the message's sequence number for its tag,
+ * which also names its rail. A message of at most eager_max bytes is posted
+ * at once as a tagged send (the receive may not exist yet: the provider
+ * matches it later). A larger one needs the receiver's CTS for that sequence
+ * number: until it arrives isend returns no request and NCCL retries. With
+ * the CTS in hand the message goes as one RMA write into the announced
+ * buffer, its CQ data naming the buffer and the size (proto_rma_landed), or,
+ * without RMA, as one tagged send that fits the posted receive. A message
+ * larger than the posted receive is never handed to the provider: a stand-in
+ * with the abort bit fails the receive on both sides.
+ *
+ * A receive posts a tagged receive per buffer on the buffer's rail and one
+ * CTS. What completes a buffer: the tagged receive (eager or tagged sends,
+ * stand-ins), or the RMA write's CQ data, after which its tagged receive is
+ * cancelled and that cancellation completes it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -77,10 +93,22 @@ static void recv_abandon(struct proto_recv_req *q)
 {
 	struct proto_req *r = &q->h;
 	req_fail(r, ncclSystemError);
-	int missing = (r->nops - 1 - r->nposted) + (q->cts_sent ? 0 : 1);
-	r->nposted = r->nops - 1;
+	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
+	for (int k = q->cursor; k < r->n; k++) {
+		fab_buf_put(r->comm->dev->dom, q->bounce[k]);
+		q->bounce[k] = NULL;
+	}
+	q->cursor = r->n;
 	q->cts_sent = true;
 	atomic_fetch_add(&r->ncomplete, missing);
+}
+
+static void cq_warn(struct fab_op *op, const struct fi_cq_err_entry *err, const char *what,
+		    const char *peer)
+{
+	char text[256];
+	fab_cq_error_text(op->ep, err, text, sizeof(text));
+	FAB_WARN(NCCL_NET, "%s %s failed: %s", what, peer, text);
 }
 
 /* ---------------- send ---------------- */
@@ -92,11 +120,10 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_comm *c = q->h.comm;
 	if (err) {
 		if (err->err != FI_ECANCELED) {
-			char text[256];
-			fab_cq_error_text(op->ep, err, text, sizeof(text));
-			struct proto_send *s = container_of(c, struct proto_send, c);
-			FAB_WARN(NCCL_NET, "send of %zu bytes to %s failed: %s", q->size, s->peer_text,
-				 text);
+			char what[96];
+			snprintf(what, sizeof(what), "%s of %zu bytes to",
+				 q->how == PROTO_SEND_RMA ? "RMA write" : "send", q->size);
+			cq_warn(op, err, what, container_of(c, struct proto_send, c)->peer_text);
 		}
 		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
 	}
@@ -104,74 +131,39 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_finish(c, op);
 }
 
-/* The receive the peer posted for (tag, seq), once its CTS has arrived. */
-static bool send_take_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t *posted,
-			  uint32_t *meta)
+/* Posts the send's one operation. Returns 0, -FI_EAGAIN or an error. */
+static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
+			 const void *data, void *desc, uint64_t wire,
+			 const struct proto_cts_entry *cts)
 {
-	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
-	pthread_mutex_lock(&s->cts_lock);
-	bool found = proto_cts_take(&s->cts, key, posted, meta);
-	pthread_mutex_unlock(&s->cts_lock);
-	return found;
-}
-
-static void send_return_cts(struct proto_send *s, uint32_t folded, uint32_t seq, uint64_t posted,
-			    uint32_t meta)
-{
-	uint64_t key = proto_cts_key(folded, seq & proto_tag_seq_mask(&s->c.dev->layout));
-	pthread_mutex_lock(&s->cts_lock);
-	(void)proto_cts_put(&s->cts, key, posted, meta); /* the slot it came from is free */
-	pthread_mutex_unlock(&s->cts_lock);
-}
-
-/* Posts the chunks not posted yet. Returns 0 (all posted), -FI_EAGAIN, or an
- * error. Chunk j goes on rail j (one message: on q->rail). */
-static int send_post_remaining(struct proto_send_req *q)
-{
-	struct proto_comm *c = q->h.comm;
-	struct proto_send *s = container_of(c, struct proto_send, c);
-	bool aborting = q->abort_size != 0;
-	while (q->h.nposted < q->chunks) {
-		int j = q->h.nposted;
-		int rail = q->chunks == 1 ? q->rail : j;
-		size_t off = 0, len = q->size;
-		if (q->chunks > 1)
-			proto_chunk(q->size, q->csize, j, &off, &len);
-		const void *buf = q->data + off;
-		void *desc = q->desc;
-		uint64_t wire = q->wire;
-		if (aborting) {
-			/* a stand-in in every chunk, with the size where it fits */
-			size_t room = q->posted, roff;
-			if (q->chunks > 1)
-				proto_chunk(q->posted, q->csize, j, &roff, &room);
-			buf = &q->abort_size;
-			len = room >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0;
-			desc = c->ctrl_mr ? c->ctrl_mr->desc : NULL;
-			wire |= c->dev->layout.abort_bit;
-		}
-		struct fab_op *op = &q->ops[j];
-		op->ep = c->rails[rail];
-		atomic_store(&op->posted, 1);
-		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fab_ep_tsend(op->ep, buf, len, desc, s->peer[rail], wire, &op->ctx);
-		if (rc) {
-			atomic_store(&op->posted, 0);
-			atomic_fetch_sub(&c->pending, 1);
-			return (int)rc;
-		}
-		q->h.nposted++;
+	struct proto_comm *c = &s->c;
+	struct fab_op *op = &q->op;
+	op->ep = c->rails[rail];
+	atomic_store(&op->posted, 1);
+	atomic_fetch_add(&c->pending, 1);
+	ssize_t rc;
+	switch (q->how) {
+	case PROTO_SEND_RMA:
+		rc = fab_ep_writedata(op->ep, data, q->size, desc,
+				      proto_imm(s->remote_id, cts->slot, (uint32_t)q->size),
+				      s->peer[rail], cts->addr, cts->key, &op->ctx);
+		break;
+	case PROTO_SEND_ABORT:
+		/* the size travels where the posted buffer has room for it */
+		rc = fab_ep_tsend(op->ep, &q->abort_size,
+				  cts->size >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0,
+				  c->ctrl_mr ? c->ctrl_mr->desc : NULL, s->peer[rail],
+				  wire | c->dev->layout.abort_bit, &op->ctx);
+		break;
+	default:
+		rc = fab_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
+		break;
 	}
-	return 0;
-}
-
-/* A send that can never finish posting: the rest counted complete, failed. */
-static void send_abandon(struct proto_send_req *q)
-{
-	struct proto_req *r = &q->h;
-	req_fail(r, ncclSystemError);
-	atomic_fetch_add(&r->ncomplete, r->nops - r->nposted);
-	r->nposted = r->nops;
+	if (rc) {
+		atomic_store(&op->posted, 0);
+		atomic_fetch_sub(&c->pending, 1);
+	}
+	return rc;
 }
 
 ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -184,87 +176,103 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		return ncclInvalidArgument;
 	}
 	struct proto_send *s = container_of(c, struct proto_send, c);
-	const struct proto_tag_layout *lay = &c->dev->layout;
+	struct fab_device *dev = c->dev;
+	const struct proto_tag_layout *lay = &dev->layout;
 	struct fab_mr *mr = mhandle;
-	if (!mr && size && (c->dev->dom->mr_mode & FI_MR_LOCAL)) {
+	if (!mr && size && (dev->dom->mr_mode & FI_MR_LOCAL)) {
 		FAB_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
-			 c->dev->choice.domain);
+			 dev->choice.domain);
 		return ncclInvalidArgument;
 	}
 
+	/* The sequence number, and the CTS for it when one is needed, are taken
+	 * together under cts_lock: the CTS handler drops a CTS for a number
+	 * already taken (an eager send did not wait for it). */
 	uint32_t folded = proto_tag_fold(lay, tag);
-	struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-	if (!se) {
-		FAB_WARN(NCCL_NET, "isend: out of memory");
-		return ncclSystemError;
-	}
-	uint32_t seq = se->seq;
-	uint64_t posted;
-	uint32_t meta;
-	if (!send_take_cts(s, folded, seq, &posted, &meta)) {
-		/* The receiver has not posted this message's buffer yet: NCCL retries. */
-		if (fab_ep_progress(c->ep) < 0)
+	uint32_t mask = proto_tag_seq_mask(lay);
+	bool eager = size <= dev->eager_max;
+	struct proto_cts_entry cts;
+	bool have = false;
+	uint32_t seq = 0;
+	for (int attempt = 0;; attempt++) {
+		pthread_mutex_lock(&s->cts_lock);
+		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
+		if (!se) {
+			pthread_mutex_unlock(&s->cts_lock);
+			FAB_WARN(NCCL_NET, "isend: out of memory");
 			return ncclSystemError;
-		if (!send_take_cts(s, folded, seq, &posted, &meta))
+		}
+		seq = se->seq;
+		have = proto_cts_take(&s->cts, proto_cts_key(folded, seq & mask), &cts);
+		if (have || eager) {
+			se->seq++;
+			pthread_mutex_unlock(&s->cts_lock);
+			break;
+		}
+		pthread_mutex_unlock(&s->cts_lock);
+		/* The receiver has not announced this message's buffer yet: NCCL retries. */
+		if (attempt || fab_ep_progress(c->rails[proto_seq_rail(seq, c->nrails)]) < 0)
 			return ncclSuccess;
 	}
+	int rail = proto_seq_rail(seq, c->nrails);
 	struct proto_req *r = req_get(c);
-	if (!r) {
-		send_return_cts(s, folded, seq, posted, meta);
-		return ncclSuccess;
+	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
+	ssize_t rc = -FI_EAGAIN;
+	if (q) {
+		req_reset(r, 1);
+		r->nops = 1;
+		r->rails = (uint8_t)(1u << rail);
+		q->size = size;
+		q->abort_size = 0;
+		q->op.complete = send_done;
+		q->op.owner = q;
+		q->op.index = 0;
+		if (have && size > cts.size)
+			q->how = PROTO_SEND_ABORT;
+		else if (eager)
+			q->how = PROTO_SEND_EAGER;
+		else if ((cts.flags & PROTO_CTS_RMA) && dev->dom->rma_write && size <= UINT32_MAX)
+			q->how = PROTO_SEND_RMA;
+		else
+			q->how = PROTO_SEND_TAGGED;
+		if (q->how == PROTO_SEND_ABORT) {
+			/* Never hand the provider a message larger than the receive:
+			 * providers break the connection or hang on it. */
+			FAB_WARN(NCCL_NET,
+				 "isend of %zu bytes to %s (NCCL tag %d): the receiver posted only %llu "
+				 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
+				 "NCCL_ALGO/buffer settings",
+				 size, s->peer_text, tag, (unsigned long long)cts.size);
+			req_fail(r, ncclInvalidUsage);
+			q->abort_size = size;
+		}
+		rc = send_post(s, q, rail, data, mr ? mr->desc : NULL,
+			       proto_tag_data(lay, s->remote_id, seq, tag), &cts);
 	}
-	struct proto_send_req *q = container_of(r, struct proto_send_req, h);
-	req_reset(r, 1);
-	q->size = size;
-	q->abort_size = 0;
-	q->data = data;
-	q->desc = mr ? mr->desc : NULL;
-	q->wire = proto_tag_data(lay, s->remote_id, seq, tag);
-	q->posted = posted;
-	q->chunks = (int)(meta & 0xffff);
-	q->rail = (int)(meta >> 16);
-	q->csize = q->chunks > 1 ? proto_chunk_size(posted, q->chunks) : posted;
-	r->nops = q->chunks;
-	for (int j = 0; j < q->chunks; j++) {
-		q->ops[j].complete = send_done;
-		q->ops[j].owner = q;
-		q->ops[j].index = j;
-	}
-	if (size > posted) {
-		/* Never hand the provider a message larger than the receive: providers
-		 * break the connection or hang on it. Stand-ins with the abort bit
-		 * complete the peer's receive with an error instead. */
-		FAB_WARN(NCCL_NET,
-			 "isend of %zu bytes to %s (NCCL tag %d): the receiver posted only %llu "
-			 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
-			 "NCCL_ALGO/buffer settings",
-			 size, s->peer_text, tag, (unsigned long long)posted);
-		req_fail(r, ncclInvalidUsage);
-		q->abort_size = size;
-	}
-
-	int rc = send_post_remaining(q);
-	if (rc && r->nposted == 0) {
-		req_put(r);
-		send_return_cts(s, folded, seq, posted, meta);
+	if (rc) {
+		/* Nothing went out: undo, as if isend had not been called. */
+		if (q)
+			req_put(r);
+		pthread_mutex_lock(&s->cts_lock);
+		proto_seq_get(&s->seq, folded)->seq--;
+		if (have)
+			(void)proto_cts_put(&s->cts, proto_cts_key(folded, seq & mask), &cts);
+		pthread_mutex_unlock(&s->cts_lock);
 		if (rc == -FI_EAGAIN) {
-			(void)fab_ep_progress(c->ep);
+			(void)fab_ep_progress(c->rails[rail]);
 			return ncclSuccess;
 		}
-		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: fi_tsend failed: %s", size, s->peer_text,
-			 fab_strerror(rc));
+		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
+			 q && q->how == PROTO_SEND_RMA ? "fi_writedata" : "fi_tsend",
+			 fab_strerror((int)rc));
 		return ncclSystemError;
 	}
-	if (rc && rc != -FI_EAGAIN) {
-		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: fi_tsend failed: %s", size, s->peer_text,
-			 fab_strerror(rc));
-		send_abandon(q);
-	}
-	/* with -FI_EAGAIN part way, test() posts the other chunks */
-	se = proto_seq_get(&s->seq, folded); /* the table may have moved entries */
-	se->seq++;
-	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s (%d chunk%s)", size, tag, seq,
-		  s->peer_text, q->chunks, q->chunks == 1 ? "" : "s");
+	if (!have)
+		atomic_fetch_add(&s->cts_owed, 1);
+	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
+		  s->peer_text, rail,
+		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
+		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
 	*request = r;
 	return ncclSuccess;
 }
@@ -277,56 +285,110 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_recv_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
-	int i = op->index / c->nrails; /* the buffer this chunk belongs to */
+	int i = op->index;
+	struct fab_buf *bounce = q->bounce[i];
+	q->bounce[i] = NULL;
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
 		/* The sender's stand-in for a message larger than this buffer. */
 		uint64_t sent = 0;
-		if (e->len == sizeof(sent) && !(op->index % c->nrails))
-			memcpy(&sent, q->data[i], sizeof(sent));
-		if (op->index % c->nrails == 0) {
-			char what[64];
-			if (sent)
-				snprintf(what, sizeof(what), "a message of %llu bytes",
-					 (unsigned long long)sent);
-			else
-				snprintf(what, sizeof(what), "a larger message");
-			FAB_WARN(NCCL_NET,
-				 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL "
-				 "tag %d); nothing was written past the buffer. Both ranks must run the "
-				 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
-				 r->peer_text, what, q->posted[i], q->tags[i]);
-		}
+		if (e->len == sizeof(sent))
+			memcpy(&sent, bounce ? bounce->mem : q->data[i], sizeof(sent));
+		char what[64];
+		if (sent)
+			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
+		else
+			snprintf(what, sizeof(what), "a larger message");
+		FAB_WARN(NCCL_NET,
+			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
+			 "nothing was written past the buffer. Both ranks must run the same NCCL "
+			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+			 r->peer_text, what, q->posted[i], q->tags[i]);
+		req_fail(&q->h, ncclInvalidUsage);
+	} else if (e && bounce && e->len > q->posted[i]) {
+		FAB_WARN(NCCL_NET,
+			 "receive from %s: a message of %zu bytes arrived for a buffer of %zu bytes "
+			 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the "
+			 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+			 r->peer_text, (size_t)e->len, q->posted[i], q->tags[i]);
 		req_fail(&q->h, ncclInvalidUsage);
 	} else if (e) {
-		atomic_fetch_add(&q->got[i], e->len);
+		if (bounce && e->len)
+			memcpy(q->data[i], bounce->mem, e->len);
+		atomic_store(&q->got[i], e->len);
+	} else if (err->err == FI_ECANCELED && (atomic_load(&q->rma_done) & (1u << i))) {
+		/* the RMA write filled this buffer; this was its tagged receive */
 	} else {
 		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink && q->cts_sent) {
 			/* closing: the sender may still send this one; let it drain */
+			fab_buf_put(c->dev->dom, bounce);
 			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
 					      r->sink_mr ? r->sink_mr->desc : NULL, FI_ADDR_UNSPEC,
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
-				atomic_fetch_or(&q->sunk, 1ULL << op->index);
+				atomic_fetch_or(&q->sunk, 1ULL << i);
 				return; /* still posted: pending unchanged */
 			}
+			bounce = NULL;
 		}
 		if (err->err == FI_ETRUNC) {
-			/* Cannot happen with CTS checks; kept for providers that report it. */
+			/* Not with CTS checks and bounce buffers; kept for providers that report it. */
 			FAB_WARN(NCCL_NET,
 				 "receive from %s: a message larger than the buffer of %zu bytes "
-				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut%s)",
+				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut)",
 				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
-				 (size_t)err->olen, c->magic != PROTO_COMM_MAGIC ? ", comm closing" : "");
+				 (size_t)err->olen);
 		} else if (err->err != FI_ECANCELED || c->magic == PROTO_COMM_MAGIC) {
-			char text[256];
-			fab_cq_error_text(op->ep, err, text, sizeof(text));
-			FAB_WARN(NCCL_NET, "receive of up to %zu bytes from %s failed: %s", q->posted[i],
-				 r->peer_text, text);
+			char what[96];
+			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
+			cq_warn(op, err, what, r->peer_text);
 		}
 		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
 	}
+	fab_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
+}
+
+/* The CQ data of a peer's RMA write: one of our buffers is full. Runs under
+ * the CQ lock of the rail the write arrived on, which is the rail of the
+ * buffer's tagged receive, so the two never race. Nothing in the data is
+ * trusted: a write that does not name a buffer waiting for one is dropped. */
+void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len)
+{
+	struct fab_device *dev = arg;
+	struct fab_domain *dom = ep->dom;
+	uint32_t conn, slot, size;
+	proto_imm_parse(imm, &conn, &slot, &size);
+	const char *why = NULL;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_recv *r = fab_domain_lookup_locked(dom, conn);
+	struct proto_recv_req *q = NULL;
+	int i = (int)(slot & 7);
+	if (!r || r->c.magic != PROTO_COMM_MAGIC || r->c.kind != PROTO_RECV) {
+		why = "no such connection (closed?)";
+	} else {
+		q = &r->reqs[(slot >> 3) % PROTO_RECV_REQS];
+		if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV || i >= q->h.n ||
+		    !(atomic_load(&q->rma_expect) & (1u << i)) ||
+		    (atomic_load(&q->rma_done) & (1u << i)))
+			why = "no buffer waits for it";
+		else if (size > q->posted[i])
+			why = "larger than the buffer";
+	}
+	if (why) {
+		pthread_mutex_unlock(&dom->id_lock);
+		atomic_fetch_add(&ep->dropped, 1);
+		FAB_WARN_LIMITED(NCCL_NET, "device %s: dropped an RMA write notice (connection %u, "
+				 "slot %u, %u bytes): %s", dev->props.name, conn, slot, size, why);
+		return;
+	}
+	atomic_store(&q->got[i], (size_t)size);
+	atomic_fetch_or(&q->rma_done, 1u << i);
+	/* the buffer's tagged receive will not be matched now: its cancellation
+	 * (recv_done) completes the buffer */
+	fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
+	pthread_mutex_unlock(&dom->id_lock);
+	(void)len;
 }
 
 static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
@@ -334,42 +396,62 @@ static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 {
 	struct proto_recv_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
-	if (err) {
-		if (err->err != FI_ECANCELED) {
-			char text[256];
-			fab_cq_error_text(op->ep, err, text, sizeof(text));
-			FAB_WARN(NCCL_NET, "receive from %s: sending the CTS failed: %s",
-				 container_of(c, struct proto_recv, c)->peer_text, text);
-		}
-		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+	if (err && err->err != FI_ECANCELED) {
+		/* An eager sender may be done and gone before our CTS reaches it:
+		 * then its messages are here, or on their way. test() fails the
+		 * request only if it is still waiting a while later. */
+		q->cts_err = err->err;
+		atomic_store(&q->cts_failed_ns, fab_now_ns());
+		FAB_TRACE(NCCL_NET, "receive: the CTS to %s failed: %s",
+			  container_of(c, struct proto_recv, c)->peer_text, fi_strerror(err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
 }
 
-/* Posts what is not posted yet: every chunk of every buffer, then the CTS
- * that tells the sender they are there. Returns 0 (all posted), -FI_EAGAIN,
- * or an error. */
+/* How long a receive whose CTS could not be delivered may still wait for
+ * messages the sender posted before it went away. */
+#define PROTO_CTS_FAIL_GRACE_NS 1000000000ULL
+
+/* The CTS failed and the receive is still not complete after the grace: the
+ * peer cannot send into it. Fail it, and cancel its receives so it ends. */
+static void recv_cts_failed(struct proto_recv_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	if (atomic_exchange(&q->cts_failed_ns, 0) == 0)
+		return;
+	FAB_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
+		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
+		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
+	req_fail(&q->h, classify_error(q->cts_err));
+	for (int i = 0; i < c->nrails; i++)
+		pthread_mutex_lock(&c->rails[i]->cq_lock);
+	for (int i = 0; i < q->h.n; i++)
+		if (atomic_load(&q->ops[i].posted))
+			fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
+	for (int i = c->nrails - 1; i >= 0; i--)
+		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+}
+
+/* Posts what is not posted yet: each buffer's tagged receive on its rail,
+ * then the CTS (on the first buffer's rail) that announces them. Returns 0
+ * (all posted), -FI_EAGAIN, or an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	uint64_t ignore = c->dev->layout.abort_bit;
-	int total = q->h.n * c->nrails;
-	for (; q->cursor < total; q->cursor++) {
-		int i = q->cursor / c->nrails, j = q->cursor % c->nrails;
-		if (j >= q->chunks[i])
-			continue;
-		int rail = q->chunks[i] == 1 ? q->rail[i] : j;
-		size_t off = 0, len = q->posted[i];
-		if (q->chunks[i] > 1)
-			proto_chunk(q->posted[i], q->csize[i], j, &off, &len);
-		struct fab_op *op = &q->ops[q->cursor];
-		op->ep = c->rails[rail];
+	for (; q->cursor < q->h.n; q->cursor++) {
+		int i = q->cursor;
+		struct fab_op *op = &q->ops[i];
+		op->ep = c->rails[q->rail[i]];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fab_ep_trecv(op->ep, (char *)q->data[i] + off, len, q->desc[i],
-				      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx);
+		struct fab_buf *b = q->bounce[i];
+		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc,
+					      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx) :
+				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], q->desc[i],
+					      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
@@ -378,12 +460,13 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->h.nposted++;
 	}
 	if (!q->cts_sent) {
-		q->cts_op.ep = c->ep;
+		int rail = q->rail[0];
+		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fab_ep_tsend(c->ep, &q->cts,
+		ssize_t rc = fab_ep_tsend(q->cts_op.ep, &q->cts,
 				      offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
-				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[0],
+				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[rail],
 				      proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id),
 				      &q->cts_op.ctx);
 		if (rc) {
@@ -406,13 +489,14 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		return ncclInvalidArgument;
 	}
 	struct proto_recv *rc_ = container_of(c, struct proto_recv, c);
-	const struct proto_tag_layout *lay = &c->dev->layout;
-	if (n < 1 || n > c->dev->props.max_recvs) {
+	struct fab_device *dev = c->dev;
+	const struct proto_tag_layout *lay = &dev->layout;
+	if (n < 1 || n > dev->props.max_recvs) {
 		FAB_WARN(NCCL_NET, "irecv: %d buffers requested, maxRecvs is %d", n,
-			 c->dev->props.max_recvs);
+			 dev->props.max_recvs);
 		return ncclInvalidArgument;
 	}
-	bool need_mr = c->dev->dom->mr_mode & FI_MR_LOCAL;
+	bool need_mr = dev->dom->mr_mode & FI_MR_LOCAL;
 	for (int i = 0; i < n; i++) {
 		if (need_mr && sizes[i] && !(mhandles && mhandles[i])) {
 			FAB_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
@@ -425,23 +509,30 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		return ncclSuccess;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-	size_t stripe_min = (size_t)fab_plugin_get()->cfg.v[FAB_CFG_STRIPE_MIN].i;
+	uint32_t index = (uint32_t)(q - rc_->reqs);
+	bool rma = dev->dom->rma_write;
 	req_reset(r, n);
+	r->nops = n + 1; /* a receive per buffer, and the CTS */
+	r->rails = 0;
 	q->cts_sent = false;
 	q->cursor = 0;
 	atomic_store(&q->sunk, 0);
+	atomic_store(&q->rma_expect, 0);
+	atomic_store(&q->rma_done, 0);
 	q->cts.count = (uint32_t)n;
 	q->cts.conn_id = rc_->id;
+	atomic_store(&q->cts_failed_ns, 0);
 	q->cts_op.complete = recv_cts_done;
 	q->cts_op.owner = q;
 	q->cts_op.index = -1;
-	int nops = 0;
 	for (int i = 0; i < n; i++) {
 		uint32_t folded = proto_tag_fold(lay, tags[i]);
 		struct proto_seq_entry *se = proto_seq_get(&rc_->seq, folded);
 		if (!se) {
-			for (int k = 0; k < i; k++)
+			for (int k = 0; k < i; k++) {
 				proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
+				fab_buf_put(dev->dom, q->bounce[k]);
+			}
 			req_put(r);
 			FAB_WARN(NCCL_NET, "irecv: out of memory");
 			return ncclSystemError;
@@ -454,30 +545,43 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		q->desc[i] = mr ? mr->desc : NULL;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
-		/* Large receives are split over every rail; smaller ones take turns. */
-		q->chunks[i] = (uint8_t)(c->nrails > 1 && sizes[i] >= stripe_min ? c->nrails : 1);
-		q->rail[i] = (uint8_t)(q->chunks[i] == 1 ? seq % (uint32_t)c->nrails : 0);
-		q->csize[i] = q->chunks[i] > 1 ? proto_chunk_size(sizes[i], q->chunks[i]) : sizes[i];
-		q->cts.e[i].tag = tags[i];
-		q->cts.e[i].seq = seq & proto_tag_seq_mask(lay);
-		q->cts.e[i].size = sizes[i];
-		q->cts.e[i].chunks = q->chunks[i];
-		q->cts.e[i].rail = q->rail[i];
-		q->cts.e[i].reserved = 0;
-		for (int j = 0; j < q->chunks[i]; j++) {
-			struct fab_op *op = &q->ops[i * c->nrails + j];
-			op->complete = recv_done;
-			op->owner = q;
-			op->index = i * c->nrails + j;
+		q->rail[i] = (uint8_t)proto_seq_rail(seq, c->nrails);
+		r->rails |= (uint8_t)(1u << q->rail[i]);
+		q->bounce[i] = NULL;
+		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
+			q->bounce[i] = fab_buf_get(dev->dom);
+			if (!q->bounce[i])
+				FAB_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "
+						 "message larger than this %zu-byte buffer would be cut "
+						 "by the provider", sizes[i]);
 		}
-		nops += q->chunks[i];
+		struct proto_cts_entry *ce = &q->cts.e[i];
+		memset(ce, 0, sizeof(*ce));
+		ce->tag = tags[i];
+		ce->seq = seq & proto_tag_seq_mask(lay);
+		ce->size = sizes[i];
+		if (rma && mr && sizes[i] > dev->eager_max && sizes[i] <= UINT32_MAX) {
+			/* a large message can land here directly */
+			ce->flags = PROTO_CTS_RMA;
+			ce->key = mr->key;
+			ce->addr = (dev->dom->mr_mode & FI_MR_VIRT_ADDR) ?
+					   (uint64_t)(uintptr_t)data[i] :
+					   (uint64_t)((uintptr_t)data[i] - mr->start);
+			ce->slot = index << 3 | (uint32_t)i;
+			atomic_fetch_or(&q->rma_expect, 1u << i);
+		}
+		struct fab_op *op = &q->ops[i];
+		op->complete = recv_done;
+		op->owner = q;
+		op->index = i;
 	}
-	r->nops = nops + 1; /* the chunks and the CTS */
 	int prc = recv_post_remaining(q);
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
-		for (int k = 0; k < n; k++)
+		for (int k = 0; k < n; k++) {
 			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
+			fab_buf_put(dev->dom, q->bounce[k]);
+		}
 		req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)proto_comm_progress(c);
@@ -493,8 +597,9 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		recv_abandon(q);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
-	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, %d chunk%s)", n,
-		  rc_->peer_text, tags[0], sizes[0], q->chunks[0], q->chunks[0] == 1 ? "" : "s");
+	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
+		  rc_->peer_text, tags[0], sizes[0], q->rail[0],
+		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
 	return ncclSuccess;
 }
@@ -502,6 +607,20 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 /* ---------------- test ---------------- */
 
 static int flush_post(struct proto_recv_req *q);
+
+/* Progresses the rails a request's operations use. */
+static int req_progress(struct proto_req *r)
+{
+	struct proto_comm *c = r->comm;
+	for (int i = 0; i < c->nrails; i++) {
+		if (!(r->rails & (1u << i)))
+			continue;
+		int n = fab_ep_progress(c->rails[i]);
+		if (n < 0)
+			return n;
+	}
+	return 0;
+}
 
 ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 {
@@ -511,7 +630,6 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		FAB_WARN(NCCL_NET, "test: %p is not a pending request", request);
 		return ncclInvalidArgument;
 	}
-	struct proto_comm *c = r->comm;
 	if (r->kind == PROTO_REQ_FLUSH && r->nposted == 0) {
 		int rc = flush_post(container_of(r, struct proto_recv_req, h));
 		if (rc && rc != -FI_EAGAIN) {
@@ -522,26 +640,26 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		}
 	} else if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-		if (r->nposted < r->nops - 1 || !q->cts_sent) {
+		if (q->cursor < r->n || !q->cts_sent) {
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
 				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
 				recv_abandon(q);
 			}
 		}
-	} else if (r->kind == PROTO_REQ_SEND && r->nposted < r->nops) {
-		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
-		int rc = send_post_remaining(q);
-		if (rc && rc != -FI_EAGAIN) {
-			FAB_WARN(NCCL_NET, "test: posting a send failed: %s", fab_strerror(rc));
-			send_abandon(q);
-		}
 	}
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		if (proto_comm_progress(c) < 0)
+		if (req_progress(r) < 0)
 			return ncclSystemError;
-		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops)
+		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
+			if (r->kind == PROTO_REQ_RECV) {
+				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+				uint64_t failed = atomic_load(&q->cts_failed_ns);
+				if (failed && fab_now_ns() - failed > PROTO_CTS_FAIL_GRACE_NS)
+					recv_cts_failed(q);
+			}
 			return ncclSuccess;
+		}
 	}
 	ncclResult_t res = (ncclResult_t)atomic_load(&r->status);
 	if (r->kind == PROTO_REQ_FLUSH) {
@@ -585,6 +703,7 @@ static int flush_post(struct proto_recv_req *q)
 	struct proto_comm *c = q->h.comm;
 	struct fab_domain *dom = c->dev->dom;
 	q->ops[0].ep = c->ep;
+	q->h.rails = 1;
 	atomic_store(&q->ops[0].posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 	ssize_t rc = fab_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
@@ -662,7 +781,7 @@ ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
 	}
 	if (last < 0)
 		return ncclSuccess;
-	switch (fab_plugin_get()->hmem.flush) {
+	switch ((enum fab_flush_method)c->dev->flush) {
 	case FAB_FLUSH_RMA_READ:
 		return flush_rma(c, mhandles[last], data[last], request);
 	case FAB_FLUSH_CUDA: {
@@ -730,12 +849,11 @@ ncclResult_t fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type
 				   uint64_t offset, int fd, void **mhandle)
 {
 	*mhandle = NULL;
-	struct fab_plugin *p = fab_plugin_get();
-	if (type != NCCL_PTR_CUDA || fd < 0 || !p || !p->hmem.dmabuf)
-		return fab_net_reg_mr(comm, data, size, type, mhandle);
 	struct proto_comm *c = data_comm(comm, "regMrDmaBuf");
 	if (!c)
 		return ncclInvalidArgument;
+	if (type != NCCL_PTR_CUDA || fd < 0 || !c->dev->dmabuf)
+		return fab_net_reg_mr(comm, data, size, type, mhandle);
 	int device = fab_cuda_pointer_device(data);
 	if (device < 0) {
 		FAB_WARN(NCCL_NET, "regMrDmaBuf: %p is not GPU memory the CUDA driver knows", data);

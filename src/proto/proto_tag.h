@@ -102,6 +102,22 @@ static inline bool proto_tag_is_ctrl(const struct proto_tag_layout *l, uint64_t 
 
 /* ---- per-(connection, NCCL tag) sequence numbers ---- */
 
+/* True when seq is one of the half window of sequence numbers just before
+ * next (modulo the seq field): a message already sent. A CTS for such a seq
+ * announced a receive the sender filled eagerly, without waiting for it. */
+static inline bool proto_seq_behind(uint32_t next, uint32_t seq, uint32_t mask)
+{
+	uint32_t d = (next - 1u - seq) & mask;
+	return d <= (mask >> 1);
+}
+
+/* The rail a message travels on: both sides derive it from its sequence
+ * number, so whole messages of one connection spread over every rail. */
+static inline int proto_seq_rail(uint32_t seq, int nrails)
+{
+	return nrails > 1 ? (int)(seq % (uint32_t)nrails) : 0;
+}
+
 struct proto_seq_entry {
 	uint32_t tag; /* folded */
 	uint32_t seq;

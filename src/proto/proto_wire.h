@@ -19,7 +19,7 @@
 #include "fab/fab.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2 /* 2: per-message rails, eager sends, RMA writes */
 
 struct proto_handle {
 	uint32_t magic;
@@ -63,41 +63,42 @@ struct proto_msg {
 };
 _Static_assert(sizeof(struct proto_msg) == 752, "control message layout");
 
-/* Clear to send: what a receive posted, so the sender never hands the provider
- * a message larger than the buffer waiting for it, and both sides split it
- * over the rails the same way. One per irecv. */
+/* Clear to send: what a receive posted, one per irecv. A sender with a
+ * message above the eager limit waits for it, so it never hands the provider
+ * a message larger than the buffer waiting for it; with PROTO_CTS_RMA it
+ * writes the message straight into the announced buffer. Smaller messages go
+ * at once, and their CTS is dropped as stale when it arrives. */
 #define PROTO_CTS_MAX 8
+#define PROTO_CTS_RMA 1u /* addr, key and slot are valid: write there */
 struct proto_cts_entry {
 	int32_t tag;     /* NCCL tag */
 	uint32_t seq;    /* per-tag sequence number, masked to the tag layout */
 	uint64_t size;   /* bytes posted */
-	uint16_t chunks; /* 1: one message on `rail`; k: k chunks, chunk j on rail j */
-	uint16_t rail;
-	uint32_t reserved;
+	uint64_t addr;   /* RMA: target address (virtual or offset, per FI_MR_VIRT_ADDR) */
+	uint64_t key;    /* RMA: the buffer's registration key */
+	uint32_t slot;   /* RMA: request << 3 | buffer, echoed in the write's CQ data */
+	uint32_t flags;  /* PROTO_CTS_* */
 };
 struct proto_cts {
 	uint32_t count;
 	uint32_t conn_id; /* the receiving connection, for sanity checks */
 	struct proto_cts_entry e[PROTO_CTS_MAX];
 };
-_Static_assert(sizeof(struct proto_cts) == 200, "CTS layout");
+_Static_assert(sizeof(struct proto_cts_entry) == 40, "CTS entry layout");
+_Static_assert(sizeof(struct proto_cts) == 328, "CTS layout");
 
-/* Striping: a receive of `posted` bytes in k chunks has chunks of
- * proto_chunk_size(posted, k) bytes (the last one shorter); chunk j of a
- * message of `total` <= posted bytes is the part of it inside chunk j. Both
- * sides compute this from the posted size, which the CTS carries. */
-#define PROTO_CHUNK_ALIGN 4096
-static inline size_t proto_chunk_size(size_t posted, int k)
+/* Remote CQ data of an RMA write: which buffer of which connection is full,
+ * and how many bytes were written. 64 bits: size 32 | slot 8 | conn id 24. */
+#define PROTO_IMM_CONN_MASK 0xffffffu
+static inline uint64_t proto_imm(uint32_t conn, uint32_t slot, uint32_t size)
 {
-	size_t c = (posted + (size_t)k - 1) / (size_t)k;
-	return (c + PROTO_CHUNK_ALIGN - 1) & ~(size_t)(PROTO_CHUNK_ALIGN - 1);
+	return (uint64_t)size << 32 | (uint64_t)(slot & 0xff) << 24 | (conn & PROTO_IMM_CONN_MASK);
 }
-
-static inline void proto_chunk(size_t total, size_t csize, int j, size_t *off, size_t *len)
+static inline void proto_imm_parse(uint64_t imm, uint32_t *conn, uint32_t *slot, uint32_t *size)
 {
-	size_t o = (size_t)j * csize;
-	*off = o;
-	*len = total > o ? (total - o < csize ? total - o : csize) : 0;
+	*conn = (uint32_t)imm & PROTO_IMM_CONN_MASK;
+	*slot = (uint32_t)(imm >> 24) & 0xff;
+	*size = (uint32_t)(imm >> 32);
 }
 
 uint64_t proto_prov_hash(const char *prov_name, uint32_t addr_format, unsigned tag_bits);

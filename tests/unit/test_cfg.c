@@ -332,8 +332,9 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_FLUSH", "cuda" },
 		{ "NCCL_FABRIC_MAX_RECVS", "1" },
 		{ "NCCL_FABRIC_RAILS", "4" },
-		{ "NCCL_FABRIC_STRIPE_MIN", "65536" },
 		{ "NCCL_FABRIC_PROGRESS_THREADS", "1" },
+		{ "NCCL_FABRIC_EAGER_MAX", "65536" },
+		{ "NCCL_FABRIC_RMA", "0" },
 		{ "NCCL_FABRIC_SPEED", "400000" },
 		{ "NCCL_FABRIC_TIMEOUT", "86400" },
 		{ "NCCL_FABRIC_CQ_BATCH", "256" },
@@ -352,6 +353,10 @@ static int test_env_values(void)
 	CHECK_EQ(cfg.v[FAB_CFG_SPEED].i, 400000);
 	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].i, 86400);
 	CHECK_EQ(cfg.v[FAB_CFG_CQ_BATCH].i, 256);
+	CHECK_EQ(cfg.v[FAB_CFG_RAILS].i, 4);
+	CHECK_EQ(cfg.v[FAB_CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
+	CHECK_EQ(cfg.v[FAB_CFG_EAGER_MAX].i, 65536);
+	CHECK_EQ(cfg.v[FAB_CFG_RMA].i, 0);
 	return 0;
 }
 

@@ -4,21 +4,40 @@
 #include "proto/proto_cts.h"
 #include "unit.h"
 
+/* The table keeps whole entries; these check that size and slot come back. */
+static int put(struct proto_cts_table *t, uint64_t key, uint64_t size, uint32_t slot)
+{
+	struct proto_cts_entry e = { .size = size, .addr = size ^ 0x5a5a, .key = ~size, .slot = slot };
+	return proto_cts_put(t, key, &e);
+}
+
+static bool take(struct proto_cts_table *t, uint64_t key, uint64_t *size, uint32_t *slot)
+{
+	struct proto_cts_entry e;
+	if (!proto_cts_take(t, key, &e))
+		return false;
+	if (e.addr != (e.size ^ 0x5a5a) || e.key != ~e.size)
+		return false; /* the entry came back damaged */
+	*size = e.size;
+	*slot = e.slot;
+	return true;
+}
+
 static int test_put_take(void)
 {
 	static struct proto_cts_table t;
 	uint64_t size = 0;
 	uint32_t meta = 0;
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(5, 0), 4096, 0), 0);
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(5, 1), 8192, 0), 0);
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(6, 0), 1, 0), 0);
+	CHECK_EQ(put(&t, proto_cts_key(5, 0), 4096, 0), 0);
+	CHECK_EQ(put(&t, proto_cts_key(5, 1), 8192, 0), 0);
+	CHECK_EQ(put(&t, proto_cts_key(6, 0), 1, 0), 0);
 	CHECK_EQ(t.used, 3);
-	CHECK(proto_cts_take(&t, proto_cts_key(5, 1), &size, &meta));
+	CHECK(take(&t, proto_cts_key(5, 1), &size, &meta));
 	CHECK_EQ(size, 8192);
-	CHECK(!proto_cts_take(&t, proto_cts_key(5, 1), &size, &meta)); /* taken once */
-	CHECK(proto_cts_take(&t, proto_cts_key(5, 0), &size, &meta));
+	CHECK(!take(&t, proto_cts_key(5, 1), &size, &meta)); /* taken once */
+	CHECK(take(&t, proto_cts_key(5, 0), &size, &meta));
 	CHECK_EQ(size, 4096);
-	CHECK(proto_cts_take(&t, proto_cts_key(6, 0), &size, &meta));
+	CHECK(take(&t, proto_cts_key(6, 0), &size, &meta));
 	CHECK_EQ(size, 1);
 	CHECK_EQ(t.used, 0);
 	return 0;
@@ -31,9 +50,9 @@ static int test_key_zero_tag(void)
 	uint64_t size = 7;
 	uint32_t meta = 0;
 	CHECK(proto_cts_key(0, 0) != 0);
-	CHECK(!proto_cts_take(&t, proto_cts_key(0, 0), &size, &meta));
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(0, 0), 0, 0), 0);
-	CHECK(proto_cts_take(&t, proto_cts_key(0, 0), &size, &meta));
+	CHECK(!take(&t, proto_cts_key(0, 0), &size, &meta));
+	CHECK_EQ(put(&t, proto_cts_key(0, 0), 0, 0), 0);
+	CHECK(take(&t, proto_cts_key(0, 0), &size, &meta));
 	CHECK_EQ(size, 0);
 	return 0;
 }
@@ -41,17 +60,17 @@ static int test_key_zero_tag(void)
 static int test_duplicate_and_full(void)
 {
 	static struct proto_cts_table t;
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(1, 1), 10, 0), 0);
-	CHECK_EQ(proto_cts_put(&t, proto_cts_key(1, 1), 11, 0), -1);
+	CHECK_EQ(put(&t, proto_cts_key(1, 1), 10, 0), 0);
+	CHECK_EQ(put(&t, proto_cts_key(1, 1), 11, 0), -1);
 	int stored = 1;
 	for (uint32_t i = 2; i < 2 * PROTO_CTS_SLOTS; i++)
-		if (proto_cts_put(&t, proto_cts_key(1, i), i, 0) == 0)
+		if (put(&t, proto_cts_key(1, i), i, 0) == 0)
 			stored++;
 	CHECK_EQ(stored, PROTO_CTS_SLOTS - 1); /* one slot always stays empty */
 	CHECK_EQ(t.used, PROTO_CTS_SLOTS - 1);
-	uint64_t size;
-	uint32_t meta;
-	CHECK(proto_cts_take(&t, proto_cts_key(1, 1), &size, &meta));
+	uint64_t size = 0;
+	uint32_t meta = 0;
+	CHECK(take(&t, proto_cts_key(1, 1), &size, &meta));
 	CHECK_EQ(size, 10);
 	return 0;
 }
@@ -70,14 +89,14 @@ static int test_against_model(void)
 		uint64_t key = proto_cts_key(k >> 6, k & 63), size;
 		uint32_t meta;
 		if (model[k]) {
-			if (!proto_cts_take(&t, key, &size, &meta) || size + 1 != model[k] ||
+			if (!take(&t, key, &size, &meta) || size + 1 != model[k] ||
 			    meta != (uint32_t)(model[k] * 7)) {
 				CHECK(!"live key lost or wrong size");
 				return 1;
 			}
 			model[k] = 0;
 		} else if (t.used < 300) {
-			if (proto_cts_put(&t, key, seed, (uint32_t)(((uint64_t)seed + 1) * 7)) != 0) {
+			if (put(&t, key, seed, (uint32_t)(((uint64_t)seed + 1) * 7)) != 0) {
 				CHECK(!"put failed below capacity");
 				return 1;
 			}
@@ -90,7 +109,7 @@ static int test_against_model(void)
 		uint32_t meta;
 		if (model[k]) {
 			live++;
-			CHECK(proto_cts_take(&t, proto_cts_key((uint32_t)k >> 6, (uint32_t)k & 63), &size, &meta));
+			CHECK(take(&t, proto_cts_key((uint32_t)k >> 6, (uint32_t)k & 63), &size, &meta));
 		}
 	}
 	CHECK_EQ(t.used, 0);

@@ -1442,7 +1442,42 @@ static int test_hmem_flush(void)
 	return 0;
 }
 
+/* Rails, threads and the eager limit: chosen from the provider and CPUs,
+ * settings win, and the reason says which. */
+static int test_datapath_defaults(void)
+{
+	struct fab_rails_choice c;
+	fab_policy_rails("tcp;ofi_rxm", 16, 0, 0, &c);
+	CHECK_EQ(c.rails, 4);
+	CHECK(c.threads);
+	CHECK_STR_CONTAINS(c.reason, "auto: stream provider, 16 CPUs");
+	fab_policy_rails("tcp", 8, 0, 0, &c);
+	CHECK_EQ(c.rails, 2);
+	fab_policy_rails("tcp", 2, 0, 0, &c);
+	CHECK_EQ(c.rails, 1);
+	CHECK(!c.threads); /* auto: threads only with several rails */
+	fab_policy_rails("shm", 64, 0, 0, &c);
+	CHECK_EQ(c.rails, 1);
+	fab_policy_rails("tcpx", 64, 0, 0, &c); /* not a tcp provider */
+	CHECK_EQ(c.rails, 1);
+	fab_policy_rails("shm", 2, 3, 2, &c);
+	CHECK_EQ(c.rails, 3);
+	CHECK(!c.threads);
+	CHECK_STR_CONTAINS(c.reason, "NCCL_FABRIC_RAILS");
+	fab_policy_rails("shm", 2, 1, 1, &c);
+	CHECK(c.threads);
+	char why[96];
+	CHECK_EQ(fab_policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 16384);
+	CHECK_STR_CONTAINS(why, "stream provider");
+	CHECK_EQ(fab_policy_eager("shm", 4096, -1, why, sizeof(why)), 4096);
+	CHECK_EQ(fab_policy_eager("shm", 0, -1, why, sizeof(why)), 0);
+	CHECK_EQ(fab_policy_eager("tcp", 64, 0, why, sizeof(why)), 0);
+	CHECK_STR_CONTAINS(why, "NCCL_FABRIC_EAGER_MAX");
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_datapath_defaults, "rails, progress threads and eager limit from provider and CPUs"),
 	TEST_ENTRY(test_hmem_flush, "flush method and forceFlush follow RMA, driver and write ordering"),
 	TEST_ENTRY(test_plan_unnamed, "plan: FI_HMEM first, RMA variants, remote only when unnamed"),
 	TEST_ENTRY(test_plan_named, "plan: a named provider adds the single-host pass"),

@@ -320,7 +320,31 @@ static int test_seq_move_to_front(void)
 	return 0;
 }
 
+/* Stale CTS detection: behind is exactly the half window before next,
+ * across the wrap of the seq field. */
+static int test_seq_behind(void)
+{
+	const uint32_t mask = 0xffff;
+	CHECK(!proto_seq_behind(0, 0, mask));      /* nothing sent yet */
+	CHECK(proto_seq_behind(1, 0, mask));       /* seq 0 was sent */
+	CHECK(!proto_seq_behind(1, 1, mask));      /* the next one */
+	CHECK(!proto_seq_behind(1, 2, mask));      /* ahead: announced early */
+	CHECK(proto_seq_behind(0x10000, 0xffff, mask)); /* across the wrap */
+	CHECK(proto_seq_behind(0x10002, 0x0001, mask));
+	CHECK(!proto_seq_behind(0x10002, 0x0002, mask));
+	int behind = 0;
+	for (uint32_t seq = 0; seq <= mask; seq++)
+		behind += proto_seq_behind(70000, seq, mask);
+	CHECK_EQ(behind, 32768);
+	/* rails: both sides derive the same rail; one rail is always 0 */
+	CHECK_EQ(proto_seq_rail(7, 1), 0);
+	CHECK_EQ(proto_seq_rail(7, 4), 3);
+	CHECK_EQ(proto_seq_rail(8, 4), 0);
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_seq_behind, "stale CTS window across the seq wrap; rail of a message"),
 	TEST_ENTRY(test_layout_init_bounds, "layout init rejects < 48 bits, accepts 48..64, clamps > 64"),
 	TEST_ENTRY(test_layout_documented, "field widths are the documented wide and narrow ones"),
 	TEST_ENTRY(test_fields_disjoint, "fields do not overlap, cover the bits, ctrl is the top bit"),

@@ -62,7 +62,7 @@ static int test_layout(void)
 	CHECK_EQ(offsetof(struct proto_msg, checksum), 744);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 1);
+	CHECK_EQ(PROTO_VERSION, 2);
 	struct proto_handle h;
 	good_handle(&h);
 	uint32_t first;
@@ -321,7 +321,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "version 2");
+	CHECK_STR_CONTAINS(why, "expected 2");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
@@ -382,45 +382,26 @@ static int test_reject_text(void)
 	return 0;
 }
 
-/* Striping: both sides derive chunk boundaries from the posted size. */
-static int test_chunks(void)
+/* RMA CQ data: connection, slot and size survive, whatever the other fields. */
+static int test_imm(void)
 {
-	static const size_t posted[] = { 262144, 262145, 1048576, 4194303, 65536, 4096 };
-	for (size_t p = 0; p < sizeof(posted) / sizeof(posted[0]); p++) {
-		for (int k = 2; k <= 8; k++) {
-			size_t c = proto_chunk_size(posted[p], k);
-			CHECK_EQ(c % PROTO_CHUNK_ALIGN, 0);
-			CHECK(c * (size_t)k >= posted[p]);
-			/* the chunks tile the posted buffer exactly, in order */
-			size_t sum = 0, off, len;
-			for (int j = 0; j < k; j++) {
-				proto_chunk(posted[p], c, j, &off, &len);
-				CHECK_EQ(off, sum < posted[p] ? sum : off);
-				CHECK(len <= c);
-				sum += len;
+	static const uint32_t conns[] = { 1, 2, 0x3fffff, PROTO_IMM_CONN_MASK };
+	static const uint32_t slots[] = { 0, 7, 31 << 3 | 7, 0xff };
+	static const uint32_t sizes[] = { 0, 1, 16385, 0x7fffffff, 0xffffffffu };
+	for (size_t c = 0; c < 4; c++)
+		for (size_t s = 0; s < 4; s++)
+			for (size_t z = 0; z < 5; z++) {
+				uint32_t conn, slot, size;
+				proto_imm_parse(proto_imm(conns[c], slots[s], sizes[z]), &conn, &slot, &size);
+				CHECK_EQ(conn, conns[c]);
+				CHECK_EQ(slot, slots[s]);
+				CHECK_EQ(size, sizes[z]);
 			}
-			CHECK_EQ(sum, posted[p]);
-			/* any smaller message: each chunk fits its posted chunk */
-			size_t totals[] = { 0, 1, posted[p] / 3, posted[p] - 1, posted[p] };
-			for (size_t t = 0; t < 5; t++) {
-				size_t got = 0;
-				for (int j = 0; j < k; j++) {
-					size_t poff, plen;
-					proto_chunk(totals[t], c, j, &off, &len);
-					proto_chunk(posted[p], c, j, &poff, &plen);
-					CHECK(len <= plen);
-					CHECK_EQ(off, poff);
-					got += len;
-				}
-				CHECK_EQ(got, totals[t]);
-			}
-		}
-	}
 	return 0;
 }
 
 static const struct unit_test tests[] = {
-	TEST_ENTRY(test_chunks, "striping: chunks tile the posted buffer; any message fits chunk by chunk"),
+	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot and size"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
 	TEST_ENTRY(test_layout, "handle is 128 bytes, message 752, checksum last"),
 	TEST_ENTRY(test_handle_roundtrip, "encode/check round trip, longest address, unaligned buffer"),
