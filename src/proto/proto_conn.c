@@ -455,6 +455,8 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		return;
 	}
 	uint32_t mask = proto_tag_seq_mask(lay);
+	FAB_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
+		  ep->index, m->count, m->e[0].tag, m->e[0].seq);
 	pthread_mutex_lock(&s->cts_lock);
 	for (uint32_t i = 0; i < m->count; i++) {
 		struct proto_cts_entry e = m->e[i];

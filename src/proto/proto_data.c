@@ -210,8 +210,10 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			break;
 		}
 		pthread_mutex_unlock(&s->cts_lock);
-		/* The receiver has not announced this message's buffer yet: NCCL retries. */
-		if (attempt || fab_ep_progress(c->rails[proto_seq_rail(seq, c->nrails)]) < 0)
+		/* The receiver has not announced this message's buffer yet: NCCL
+		 * retries. Its CTS travels on the rail of its receive's first buffer,
+		 * which may be another rail than this message's. */
+		if (attempt || proto_comm_progress(c) < 0)
 			return ncclSuccess;
 	}
 	int rail = proto_seq_rail(seq, c->nrails);
@@ -608,18 +610,13 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 
 static int flush_post(struct proto_recv_req *q);
 
-/* Progresses the rails a request's operations use. */
+/* Progresses every rail of the request's comm, not only the rails of its own
+ * operations: a CTS or a connection handshake of a later request may be
+ * waiting on another rail, and NCCL tests the oldest request first. */
 static int req_progress(struct proto_req *r)
 {
-	struct proto_comm *c = r->comm;
-	for (int i = 0; i < c->nrails; i++) {
-		if (!(r->rails & (1u << i)))
-			continue;
-		int n = fab_ep_progress(c->rails[i]);
-		if (n < 0)
-			return n;
-	}
-	return 0;
+	int n = proto_comm_progress(r->comm);
+	return n < 0 ? n : 0;
 }
 
 ncclResult_t fab_net_test(void *request, int *done, int *sizes)
@@ -639,8 +636,15 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			r->nposted = 1;
 		}
 	} else if (r->kind == PROTO_REQ_RECV) {
-		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-		if (q->cursor < r->n || !q->cts_sent) {
+		/* Every receive of the comm that could not post everything yet, not
+		 * only this one: NCCL tests the oldest request, which may wait for
+		 * a message whose sender waits for a later request's CTS. */
+		struct proto_recv *rv = container_of(r->comm, struct proto_recv, c);
+		for (int k = 0; k < PROTO_RECV_REQS; k++) {
+			struct proto_recv_req *q = &rv->reqs[k];
+			if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV ||
+			    (q->cursor >= q->h.n && q->cts_sent))
+				continue;
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
 				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
