@@ -237,6 +237,8 @@ static void plugin_free(struct fab_plugin *p)
 {
 	log_resources(p, "at finalize");
 	proto_pending_connects_close(p, -1);
+	for (int d = 0; d < p->ndevs; d++)
+		fab_domain_drain(p->devs[d].dom, 20000000ULL, 500000000ULL);
 	for (int d = p->ndevs - 1; d >= 0; d--) {
 		fab_domain_close(p->devs[d].dom);
 		p->devs[d].dom = NULL;
@@ -343,6 +345,7 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		dev->eager_max = fab_policy_eager(sel->provider, inject, (long)p->cfg.v[FAB_CFG_EAGER_MAX].i,
 						  dev->eager_reason, sizeof(dev->eager_reason));
 		dev->timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_TIMEOUT].i * 1000000000ULL;
+		dev->peer_timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_PEER_TIMEOUT].i * 1000000000ULL;
 		dev->flush = (int)p->hmem.flush;
 		dev->dmabuf = p->hmem.dmabuf;
 		struct fab_rails_choice rails;

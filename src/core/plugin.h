@@ -64,6 +64,7 @@ struct fab_device {
 	/* what the data path reads, fixed at init: no global lookups per message */
 	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX */
 	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
+	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
 	int flush;                    /* enum fab_flush_method, for GPU buffers */
 	bool dmabuf;                  /* DMA-BUF registration offered */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */

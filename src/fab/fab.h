@@ -182,6 +182,10 @@ static inline bool fab_info_rma_write(const struct fi_info *info)
 }
 
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
+/* Reads what peers still send (a late CTS, a ping) until quiet_ns pass
+ * without a completion, at most max_ns: a stream endpoint closed with unread
+ * bytes resets its connections, and the peer loses what it has not read. */
+void fab_domain_drain(struct fab_domain *dom, uint64_t quiet_ns, uint64_t max_ns);
 void fab_domain_close(struct fab_domain *dom);
 
 /* The cache's bookkeeping, apart from libfabric (fab_mr_cache.c; unit-tested).

@@ -8,6 +8,7 @@
  * covering registration instead of registering again. The last fab_mr_put of
  * a range closes its fi_mr, so no pages stay pinned behind the user's back.
  */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
@@ -112,6 +113,27 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 fail:
 	fab_domain_close(dom);
 	return rc;
+}
+
+void fab_domain_drain(struct fab_domain *dom, uint64_t quiet_ns, uint64_t max_ns)
+{
+	if (!dom)
+		return;
+	uint64_t start = fab_now_ns(), last = start;
+	for (;;) {
+		uint64_t now = fab_now_ns();
+		if (now - last > quiet_ns || now - start > max_ns)
+			break;
+		int n = 0;
+		for (int i = 0; i < dom->nep; i++) {
+			int r = fab_ep_progress(dom->eps[i]);
+			n += r > 0 ? r : 0;
+		}
+		if (n)
+			last = fab_now_ns();
+		else
+			sched_yield();
+	}
 }
 
 void fab_domain_close(struct fab_domain *dom)

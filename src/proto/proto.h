@@ -39,6 +39,11 @@
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
 /* How long closeSend waits for the CTS its eager messages are owed. */
 #define PROTO_CLOSE_CTS_NS (2ULL * 1000000000ULL)
+/* A connection NCCL waits on that has seen no completion for this long asks
+ * its peer whether it is still there (a ping the peer drops). A ping that
+ * fails means the peer is gone: its operations end with ncclRemoteError. A
+ * peer that is only slow or paused takes the ping and is never failed. */
+#define PROTO_PING_NS (1ULL * 1000000000ULL)
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 
@@ -55,6 +60,17 @@ struct proto_comm {
 	struct fab_freelist reqs;  /* free requests of this comm */
 	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
+	/* liveness: see PROTO_PING_NS */
+	_Atomic uint64_t last_ns;  /* last completion of this comm (or last good ping) */
+	struct fab_op ping_op;
+	uint64_t ping_msg;
+	uint64_t ping_ns;          /* when the outstanding ping was posted */
+	uint64_t unreachable_ns;   /* since when pings cannot even be posted (0: they can) */
+	atomic_int dead;           /* the FI_* error that showed the peer is gone, or 0 */
+	atomic_bool dead_handled;  /* its operations were failed and cancelled */
+	const char *peer_text;     /* for messages (the kind's own buffer) */
+	fi_addr_t ping_peer;
+	uint32_t ping_id;          /* the peer object's id, in the ping's tag */
 };
 
 enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2, PROTO_REQ_FLUSH = 3 };
@@ -178,6 +194,12 @@ struct proto_listen {
 	struct fab_op rej_op;
 	uint64_t wait_start_ns, last_call_ns;
 };
+
+/* Liveness of a connection NCCL is waiting on: posts a ping after
+ * PROTO_PING_NS without completions, and once the peer is known gone, fails
+ * and cancels the comm's operations (once). Returns 0, or the FI_* error
+ * that showed the peer is gone. Caller holds no CQ lock. */
+int proto_comm_alive(struct proto_comm *c);
 
 /* Progresses every rail of the comm; negative on a CQ failure. */
 int proto_comm_progress(struct proto_comm *c);

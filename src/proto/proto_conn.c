@@ -54,6 +54,10 @@ static void recv_fini(struct proto_comm *c)
 	free(r->sink);
 }
 
+static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index);
+static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err);
+
 static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
 		     struct fab_domain *dom, size_t size, int nrails)
 {
@@ -66,6 +70,8 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	for (int i = 0; i < c->nrails; i++)
 		c->rails[i] = dom->eps[i];
 	atomic_init(&c->pending, 0);
+	op_init(&c->ping_op, ping_done, c, 0);
+	atomic_init(&c->last_ns, fab_now_ns());
 	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
@@ -90,6 +96,12 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 static void *ctrl_desc(struct proto_comm *c)
 {
 	return c->ctrl_mr ? c->ctrl_mr->desc : NULL;
+}
+
+static void req_fail_remote(struct proto_req *r)
+{
+	int expected = ncclSuccess;
+	atomic_compare_exchange_strong(&r->status, &expected, (int)ncclRemoteError);
 }
 
 static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index)
@@ -132,6 +144,7 @@ static void cancel_op(struct proto_comm *c, struct fab_op *op)
 
 void proto_comm_cancel_locked(struct proto_comm *c)
 {
+	cancel_op(c, &c->ping_op);
 	switch (c->kind) {
 	case PROTO_LISTEN: {
 		struct proto_listen *l = container_of(c, struct proto_listen, c);
@@ -258,6 +271,103 @@ void proto_comm_retire(struct proto_comm *c)
 		comm_release(&c->zombie);
 	else
 		fab_domain_add_zombie(ep->dom, &c->zombie);
+}
+
+/* ---------------- liveness ---------------- */
+
+static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err)
+{
+	struct proto_comm *c = op->owner;
+	FAB_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
+		  err ? fi_strerror(err->err) : "delivered");
+	if (err && err->err != FI_ECANCELED) {
+		int expected = 0;
+		atomic_compare_exchange_strong(&c->dead, &expected, err->err ? err->err : FI_EIO);
+	} else if (!err) {
+		atomic_store(&c->last_ns, fab_now_ns());
+	}
+	op_done(c, op);
+}
+
+/* The peer is gone: every request of the comm fails with ncclRemoteError,
+ * and its operations are cancelled so the provider lets go of NCCL's buffers. */
+static void comm_fail_all(struct proto_comm *c, int err)
+{
+	int n = 0;
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			if (s->reqs[i].h.in_use) {
+				req_fail_remote(&s->reqs[i].h);
+				n++;
+			}
+	} else if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			if (r->reqs[i].h.in_use) {
+				req_fail_remote(&r->reqs[i].h);
+				n++;
+			}
+	}
+	FAB_WARN(NCCL_NET,
+		 "connection %s %s: the peer is gone (%s: %s, %.1f s after its last sign of life). "
+		 "Failing %d pending request(s) with ncclRemoteError. The peer process probably died "
+		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
+		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
+		 err == FI_ETIMEDOUT ? "it could not be reached" : "a liveness ping failed",
+		 fi_strerror(err), (double)(fab_now_ns() - atomic_load(&c->last_ns)) / 1e9, n);
+	for (int i = 0; i < c->nrails; i++)
+		pthread_mutex_lock(&c->rails[i]->cq_lock);
+	proto_comm_cancel_locked(c);
+	for (int i = c->nrails - 1; i >= 0; i--)
+		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+}
+
+int proto_comm_alive(struct proto_comm *c)
+{
+	int dead = atomic_load(&c->dead);
+	if (dead) {
+		if (!atomic_exchange(&c->dead_handled, true))
+			comm_fail_all(c, dead);
+		return dead;
+	}
+	if (!c->ping_id)
+		return 0;
+	uint64_t now = fab_now_ns();
+	if (atomic_load(&c->ping_op.posted)) {
+		/* a ping the provider neither delivers nor fails */
+		if (now - c->ping_ns > c->dev->peer_timeout_ns) {
+			int expected = 0;
+			atomic_compare_exchange_strong(&c->dead, &expected, FI_ETIMEDOUT);
+		}
+		return 0;
+	}
+	if (now - atomic_load(&c->last_ns) < PROTO_PING_NS)
+		return 0;
+	op_will_post(c, &c->ping_op);
+	c->ping_ns = now;
+	ssize_t rc = fab_ep_tsend(c->ep, &c->ping_msg, sizeof(c->ping_msg), ctrl_desc(c), c->ping_peer,
+				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+				  &c->ping_op.ctx);
+	FAB_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without progress: %s",
+		  c->peer_text ? c->peer_text : "?", (double)(now - atomic_load(&c->last_ns)) / 1e9,
+		  rc ? fab_strerror((int)rc) : "posted");
+	if (rc) {
+		op_not_posted(c, &c->ping_op);
+		/* -FI_EAGAIN for this long: the provider cannot reach the peer (tcp;ofi_rxm
+		 * keeps reconnecting to a dead one) */
+		if (rc == -FI_EAGAIN && !c->unreachable_ns)
+			c->unreachable_ns = now;
+		if (rc != -FI_EAGAIN || now - c->unreachable_ns > c->dev->peer_timeout_ns) {
+			int expected = 0;
+			atomic_compare_exchange_strong(&c->dead, &expected,
+						       rc == -FI_EAGAIN ? FI_ETIMEDOUT : (int)-rc);
+		}
+	} else {
+		c->unreachable_ns = 0;
+	}
+	return 0;
 }
 
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
@@ -436,6 +546,9 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	const struct proto_cts *m = msg;
 	uint32_t id = (uint32_t)tag;
 	struct fab_domain *dom = ep->dom;
+	struct fab_device *dev = arg;
+	if (((tag >> dev->layout.kind_shift) & 3) == PROTO_CTRL_PING)
+		return; /* a peer asking whether we are here: taking it is the answer */
 	pthread_mutex_lock(&dom->id_lock);
 	struct proto_send *s = fab_domain_lookup_locked(dom, id);
 	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
@@ -455,6 +568,7 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		return;
 	}
 	uint32_t mask = proto_tag_seq_mask(lay);
+	atomic_store_explicit(&s->c.last_ns, fab_now_ns(), memory_order_relaxed);
 	FAB_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
 		  ep->index, m->count, m->e[0].tag, m->e[0].seq);
 	pthread_mutex_lock(&s->cts_lock);
@@ -488,7 +602,10 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 {
 	ep->rw_fn = proto_rma_landed;
 	ep->rw_arg = dev;
-	return fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), 0xffffffffULL,
+	/* CTS (kind 2) and PING (kind 3) differ in the kind's low bit: one pool
+	 * takes both, so pings never pile up unmatched in the provider */
+	uint64_t ignore = 0xffffffffULL | 1ULL << dev->layout.kind_shift;
+	return fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
 				    PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
 }
 
@@ -644,6 +761,10 @@ static ncclResult_t send_advance(struct proto_send *s)
 		}
 		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
+		s->c.peer_text = s->peer_text;
+		s->c.ping_peer = s->peer[0];
+		s->c.ping_id = s->remote_id;
+		atomic_store(&s->c.last_ns, fab_now_ns());
 		atomic_store(&s->state, PROTO_READY);
 		return ncclSuccess;
 	}
@@ -907,6 +1028,10 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		return ncclSystemError;
 	}
 	l->wait_start_ns = 0;
+	r->c.peer_text = r->peer_text;
+	r->c.ping_peer = r->peer[0];
+	r->c.ping_id = r->reply_id;
+	atomic_store(&r->c.last_ns, fab_now_ns());
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
 	fab_plugin_comm_opened();

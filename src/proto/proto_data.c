@@ -82,6 +82,7 @@ static ncclResult_t classify_error(int err)
 
 static void op_finish(struct proto_comm *c, struct fab_op *op)
 {
+	atomic_store_explicit(&c->last_ns, fab_now_ns(), memory_order_relaxed);
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
@@ -213,8 +214,16 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		/* The receiver has not announced this message's buffer yet: NCCL
 		 * retries. Its CTS travels on the rail of its receive's first buffer,
 		 * which may be another rail than this message's. */
-		if (attempt || proto_comm_progress(c) < 0)
+		if (attempt || proto_comm_progress(c) < 0) {
+			int dead = proto_comm_alive(c);
+			if (dead) {
+				FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: the peer is gone (%s); "
+					 "the message cannot be delivered", size, s->peer_text,
+					 fi_strerror(dead));
+				return ncclRemoteError;
+			}
 			return ncclSuccess;
+		}
 	}
 	int rail = proto_seq_rail(seq, c->nrails);
 	struct proto_req *r = req_get(c);
@@ -339,7 +348,8 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut)",
 				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
 				 (size_t)err->olen);
-		} else if (err->err != FI_ECANCELED || c->magic == PROTO_COMM_MAGIC) {
+		} else if (err->err != FI_ECANCELED ||
+			   (c->magic == PROTO_COMM_MAGIC && !atomic_load(&c->dead))) {
 			char what[96];
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
 			cq_warn(op, err, what, r->peer_text);
@@ -656,6 +666,7 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		if (req_progress(r) < 0)
 			return ncclSystemError;
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
+			(void)proto_comm_alive(r->comm); /* fails the request if the peer is gone */
 			if (r->kind == PROTO_REQ_RECV) {
 				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 				uint64_t failed = atomic_load(&q->cts_failed_ns);

@@ -39,6 +39,7 @@ enum proto_ctrl_kind {
 	PROTO_CTRL_CONNECT = 0, /* connector -> listener: connection request */
 	PROTO_CTRL_ACCEPT = 1,  /* listener -> connector: ACCEPT or REJECT */
 	PROTO_CTRL_CTS = 2,     /* receiver -> sender: buffers posted (clear to send) */
+	PROTO_CTRL_PING = 3,    /* either way: is the peer still there? (dropped on arrival) */
 };
 
 static inline int proto_tag_layout_init(struct proto_tag_layout *l, unsigned bits)

@@ -67,6 +67,7 @@ const ck_case_t *ck_cases_traffic(int *n);
 const ck_case_t *ck_cases_errors(int *n);
 const ck_case_t *ck_cases_lifecycle(int *n);
 const ck_case_t *ck_cases_hmem(int *n);
+const ck_case_t *ck_cases_faults(int *n);
 
 /* ---- check_util.c: helpers shared by the cases ---- */
 

@@ -202,7 +202,7 @@ static int ck_selected(const ck_case_t *c, char **globs, int nglobs)
 static int ck_collect(const ck_case_t **out)
 {
 	const ck_case_t *(*tables[])(int *) = {ck_cases_basic, ck_cases_traffic, ck_cases_errors,
-					       ck_cases_lifecycle, ck_cases_hmem};
+					       ck_cases_lifecycle, ck_cases_hmem, ck_cases_faults};
 	int total = 0;
 	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
 		int n = 0;

@@ -271,6 +271,11 @@ int fh_link_self(fh_rank_t *r, fh_net_t *net, int dev, void **scomm, void **rcom
 ncclResult_t fh_connect_until(fh_rank_t *r, fh_net_t *net, int dev, void *handle, void **scomm,
 			      double seconds, int *timed_out);
 
+/* Ends this rank at once, as a killed process would end (the kernel closes
+ * its sockets; nothing of the plugin runs), counting as passed with note:
+ * the victim of a peer-death case. */
+void fh_rank_die(fh_rank_t *r, const char *note) __attribute__((noreturn));
+
 typedef enum { FH_OP_SEND = 0, FH_OP_RECV = 1, FH_OP_FLUSH = 2 } fh_op_kind_t;
 enum { FH_OP_PENDING = 0, FH_OP_POSTED = 1, FH_OP_DONE = 2 };
 #define FH_NO_CHECK ((size_t)-1)

@@ -1,0 +1,177 @@
+/*
+ * cases_faults.c - a peer that dies or pauses. What a provider author and a
+ * user need: a dead peer becomes an error in bounded time, on both sides of
+ * a connection, and a peer that is only paused does not.
+ *
+ * The victim leaves with _exit() at a chosen point, as a killed process would:
+ * no close, no finalize; the kernel closes its sockets.
+ */
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+
+/* How long a survivor may take to see the death: the plugin pings after 1 s
+ * without progress; the rest is the provider noticing the closed socket. */
+#define CK_DEATH_BOUND_S 15.0
+
+static int link_0to1(ck_t *ck, void **sc, void **rc)
+{
+	int me = ck->r->rank;
+	return fh_link(ck->r, ck->net, ck->dev, me == 0 ? 1 : -1, me == 1 ? 0 : -1, sc, rc);
+}
+
+/* Tests req until it fails or completes; *res is the result, *secs the time. */
+static int wait_result(ck_t *ck, void *req, double bound, ncclResult_t *res, int *done,
+		       double *secs)
+{
+	double start = fh_now(), until = start + bound;
+	unsigned idle = 0;
+	int size = -1;
+	*done = 0;
+	for (;;) {
+		*res = fh_net_test(ck->net, req, done, &size);
+		if (*res != ncclSuccess || *done)
+			break;
+		if (fh_now() > until)
+			return fh_fail(ck->r, "test() neither failed nor completed within %.0f s", bound);
+		fh_relax(&idle);
+	}
+	*secs = fh_now() - start;
+	return FH_OK;
+}
+
+/* arg 0: the receiver waits on an idle receive, the sender dies.
+ * arg 1: the sender waits for a large message's clear-to-send, the receiver dies. */
+static int ck_peer_death(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	int victim = ck->c->arg == 0 ? 0 : 1;
+	double bound = CK_DEATH_BOUND_S * r->timeout_mult;
+	void *sc = NULL, *rc = NULL;
+	if (link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	size_t len = ck_cap(ck, ck->c->arg == 0 ? 64 * KiB : 1 * MiB);
+	fh_buf_t b;
+	if (fh_buf_alloc(&b, len, 0))
+		return fh_fail(r, "cannot map a buffer");
+	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
+		return FH_FAIL;
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	if (me == victim) {
+		fh_stage(r, "dying without closing anything");
+		fh_rank_die(r, "died on purpose");
+	}
+	unsigned long warns = fh_log_warn_count();
+	ncclResult_t res = ncclSuccess;
+	int done = 0;
+	double secs = 0;
+	if (me == 1) {
+		void *req = NULL;
+		fh_stage(r, "receive posted, the sender is dead");
+		void *data[1] = {b.ptr};
+		size_t sz[1] = {len};
+		int tags[1] = {CK_TAG};
+		void *mhs[1] = {b.mh};
+		if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mhs, &req), "irecv()"))
+			return FH_FAIL;
+		if (!req)
+			return fh_fail(r, "irecv() returned a NULL request");
+		if (wait_result(ck, req, bound, &res, &done, &secs))
+			return FH_FAIL;
+	} else {
+		fh_stage(r, "isend of %zu bytes waiting for a dead receiver", len);
+		double start = fh_now(), until = start + bound;
+		unsigned idle = 0;
+		void *req = NULL;
+		for (;;) {
+			res = fh_net_isend(net, sc, b.ptr, len, CK_TAG, b.mh, &req);
+			if (res != ncclSuccess || req)
+				break;
+			if (fh_now() > until)
+				return fh_fail(r, "isend() kept returning a NULL request for %.0f s after "
+						  "the receiver died", bound);
+			fh_relax(&idle);
+		}
+		if (res == ncclSuccess && req && wait_result(ck, req, bound - (fh_now() - start), &res,
+							     &done, &secs))
+			return FH_FAIL;
+		secs = fh_now() - start;
+	}
+	if (res == ncclSuccess)
+		return fh_fail(r, "the operation completed with ncclSuccess although the peer died");
+	if (fh_log_warn_count() == warns)
+		return fh_fail(r, "%s without a WARN", fh_result_str(res));
+	fh_note(r, "%s after %.2f s", fh_result_str(res), secs);
+	/* closing the broken connection must not hang either */
+	if (ck_ok(ck, me == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rc), "close"))
+		return FH_FAIL;
+	return FH_OK;
+}
+
+/* The sender is stopped (SIGSTOP) for longer than the liveness interval and
+ * then resumed: the receiver must not give up on it, and the data arrives. */
+static int ck_peer_pause(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	size_t sizes[1] = {ck_cap(ck, 64 * KiB)};
+	uint64_t seeds[1] = {ck_seed(ck, 0, 1, 7, 0)};
+	ck_side_t side, *sp = &side;
+	if (me == 0 ? ck_side_send(ck, &side, sc, 1, sizes, seeds, CK_TAG)
+		    : ck_side_recv(ck, &side, rc, 1, sizes, 0, seeds, CK_TAG))
+		return FH_FAIL;
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	if (me == 0) {
+		fh_stage(r, "stopped for 3 s");
+		pid_t self = getpid(), helper = fork();
+		if (helper < 0)
+			return fh_fail(r, "fork failed");
+		if (helper == 0) {
+			sleep(3);
+			kill(self, SIGCONT);
+			_exit(0);
+		}
+		raise(SIGSTOP);
+		waitpid(helper, NULL, 0);
+	}
+	if (ck_sides_run(ck, &sp, 1, 1))
+		return FH_FAIL;
+	if (ck_side_verify(ck, &side, "after the pause") || ck_side_release(ck, &side))
+		return FH_FAIL;
+	if (me == 1)
+		fh_note(r, "a paused sender (3 s) was not declared dead; data checked");
+	return ck_close_pair(ck, me == 0 ? sc : NULL, me == 1 ? rc : NULL);
+}
+
+#define ALLV FH_VERSION_MIN, FH_VERSION_MAX
+
+static const ck_case_t ck_faults[] = {
+	{"peer-death/recv", "the sender dies while a receive waits: test() fails with a WARN "
+			    "within 15 s; closeRecv returns",
+	 2, ALLV, 0, 40, ck_peer_death, 0},
+	{"peer-death/send", "the receiver dies while isend waits for its clear-to-send: an error "
+			    "with a WARN within 15 s; closeSend returns",
+	 2, ALLV, 0, 40, ck_peer_death, 1},
+	{"peer-pause", "the sender is stopped for 3 s (SIGSTOP) and resumed: not declared dead, "
+		       "the data arrives",
+	 2, ALLV, 0, 40, ck_peer_pause, 0},
+};
+
+const ck_case_t *ck_cases_faults(int *n)
+{
+	*n = (int)(sizeof(ck_faults) / sizeof(ck_faults[0]));
+	return ck_faults;
+}
