@@ -246,7 +246,9 @@ struct fab_ep {
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
 	bool has_thread;
-	struct fab_rx_pool *pool;   /* shared control receives (one per endpoint) */
+#define FAB_EP_MAX_POOLS 2
+	struct fab_rx_pool *pools[FAB_EP_MAX_POOLS]; /* shared control receives, by start order */
+	int npools;
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
 	atomic_uint dropped;        /* malformed or forged messages and addresses refused */
@@ -337,14 +339,15 @@ int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why
 const char *fab_addr_format_name(uint32_t addr_format);
 
 /* Keeps count receives of size bytes posted with (tag, ignore); each message
- * goes to fn and its buffer is re-posted. One pool per endpoint, for control
- * messages addressed to many objects (the tag carries the object's id). */
+ * goes to fn and its buffer is re-posted. For control messages addressed to
+ * many objects (the tag carries the object's id); at most FAB_EP_MAX_POOLS
+ * per endpoint, ep->pools[i] in start order. */
 int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
 			 size_t size, fab_rx_handler_fn fn, void *arg);
-/* Grows the pool (never shrinks it) to at least total receives, capped at
+/* Grows pool `index` (never shrinks it) to at least total receives, capped at
  * FAB_RX_POOL_MAX: the objects it serves grew. */
 #define FAB_RX_POOL_MAX 16384
-int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total);
+int fab_ep_rx_pool_reserve(struct fab_ep *ep, int index, int total);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the

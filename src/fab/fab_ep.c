@@ -147,8 +147,8 @@ void fab_ep_close(struct fab_ep *ep)
 	/* Endpoint first, then CQ and AV; the domain frees zombies afterwards. */
 	if (ep->ep)
 		fi_close(&ep->ep->fid);
-	if (ep->pool) {
-		struct fab_rx_slab *sl = ep->pool->slabs;
+	for (int k = 0; k < ep->npools; k++) {
+		struct fab_rx_slab *sl = ep->pools[k]->slabs;
 		while (sl) {
 			struct fab_rx_slab *next = sl->next;
 			fab_mr_put(sl->mr);
@@ -158,7 +158,7 @@ void fab_ep_close(struct fab_ep *ep)
 			free(sl);
 			sl = next;
 		}
-		free(ep->pool);
+		free(ep->pools[k]);
 	}
 	if (ep->av)
 		fi_close(&ep->av->fid);
@@ -268,8 +268,9 @@ int fab_ep_progress(struct fab_ep *ep)
 	}
 	if (total)
 		atomic_fetch_add(&ep->completions, (uint_fast64_t)total);
-	if (ep->pool && atomic_load(&ep->pool->retry))
-		pool_repost_waiting(ep->pool);
+	for (int k = 0; k < ep->npools; k++)
+		if (atomic_load(&ep->pools[k]->retry))
+			pool_repost_waiting(ep->pools[k]);
 	pthread_mutex_unlock(&ep->cq_lock);
 	if (total && !dlist_empty(&ep->dom->zombies))
 		reap_zombies(ep->dom);
@@ -421,6 +422,8 @@ static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
 int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
 			 size_t size, fab_rx_handler_fn fn, void *arg)
 {
+	if (ep->npools == FAB_EP_MAX_POOLS)
+		return -FI_ENOSPC;
 	struct fab_rx_pool *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -FI_ENOMEM;
@@ -430,18 +433,18 @@ int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int c
 	p->size = FAB_ALIGN_UP(size, 64);
 	p->fn = fn;
 	p->arg = arg;
-	ep->pool = p; /* fab_ep_close frees it from here on */
 	pthread_mutex_lock(&ep->cq_lock);
+	ep->pools[ep->npools++] = p; /* fab_ep_close frees it from here on */
 	int rc = pool_add_slab_locked(p, count);
 	pthread_mutex_unlock(&ep->cq_lock);
 	return rc;
 }
 
-int fab_ep_rx_pool_reserve(struct fab_ep *ep, int total)
+int fab_ep_rx_pool_reserve(struct fab_ep *ep, int index, int total)
 {
-	struct fab_rx_pool *p = ep->pool;
-	if (!p)
+	if (index < 0 || index >= ep->npools)
 		return -FI_EINVAL;
+	struct fab_rx_pool *p = ep->pools[index];
 	if (total > FAB_RX_POOL_MAX)
 		total = FAB_RX_POOL_MAX;
 	pthread_mutex_lock(&ep->cq_lock);

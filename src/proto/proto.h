@@ -31,6 +31,12 @@
 #define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
 #define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
+/* Control pools of each endpoint (fab_ep pools, in start order). */
+#define PROTO_POOL_CTS 0     /* CTS and pings, every rail */
+#define PROTO_POOL_CONNECT 1 /* connection requests, rail 0 */
+#define PROTO_CONNECT_POOL 64
+/* Connection requests queued per listen comm until accept takes them. */
+#define PROTO_LISTEN_INBOX 64
 /* CTS receives each endpoint keeps posted for all its send comms. */
 #define PROTO_CTS_POOL 128
 /* ... and this many more per object registered on it (grown at connect). */
@@ -183,15 +189,11 @@ struct proto_listen {
 	struct proto_comm c;
 	uint32_t id;
 	uint64_t nonce;
-	struct proto_msg in;
-	struct fab_op in_op;
-	bool in_posted;
-	atomic_int in_done;
-	size_t in_len;
-	int in_err;
+	/* connection requests the endpoint's CONNECT pool queued for us */
+	pthread_mutex_t inbox_lock;
+	struct proto_msg inbox[PROTO_LISTEN_INBOX];
+	int inbox_head, inbox_n;
 	struct proto_recv *accepting; /* made, its ACCEPT not yet posted */
-	struct proto_msg rej;         /* REJECT answers, one at a time */
-	struct fab_op rej_op;
 	uint64_t wait_start_ns, last_call_ns;
 };
 

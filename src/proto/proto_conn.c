@@ -46,6 +46,11 @@ static void send_fini(struct proto_comm *c)
 	pthread_mutex_destroy(&s->cts_lock);
 }
 
+static void listen_fini(struct proto_comm *c)
+{
+	pthread_mutex_destroy(&container_of(c, struct proto_listen, c)->inbox_lock);
+}
+
 static void recv_fini(struct proto_comm *c)
 {
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
@@ -63,7 +68,7 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 {
 	c->magic = PROTO_COMM_MAGIC;
 	c->kind = kind;
-	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : NULL;
+	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : listen_fini;
 	c->dev = dev;
 	c->ep = dom->eps[0];
 	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
@@ -146,12 +151,8 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 {
 	cancel_op(c, &c->ping_op);
 	switch (c->kind) {
-	case PROTO_LISTEN: {
-		struct proto_listen *l = container_of(c, struct proto_listen, c);
-		cancel_op(c, &l->in_op);
-		cancel_op(c, &l->rej_op);
-		break;
-	}
+	case PROTO_LISTEN:
+		break; /* nothing posted: requests come through the endpoint's pool */
 	case PROTO_SEND: {
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		cancel_op(c, &s->in_op);
@@ -417,39 +418,107 @@ static struct fab_device *device_of(int dev, const char *what)
 
 /* ---------------- listen ---------------- */
 
-static void listen_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
-			   const struct fi_cq_err_entry *err)
+/* Connection requests reach rail 0's CONNECT pool whatever listen id they
+ * name; the handler queues each for its listen comm, and answers those that
+ * can never succeed (no such listen comm: closed, or a stale handle; its
+ * queue full) with a REJECT at once, so a connector never waits for a
+ * timeout. Answers are sent from heap operations, at most PROTO_REJECTS_MAX
+ * in flight per device; beyond that a connector times out instead. */
+
+#define PROTO_REJECTS_MAX 64
+
+struct proto_reject_op {
+	struct fab_op op;
+	struct proto_msg msg;
+	struct fab_mr *mr;
+	struct fab_device *dev;
+};
+
+static atomic_int rejects_in_flight;
+
+static void reject_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			const struct fi_cq_err_entry *err)
 {
-	struct proto_listen *l = op->owner;
-	l->in_len = e ? e->len : 0;
-	l->in_err = err ? err->err : 0;
-	atomic_store_explicit(&l->in_done, 1, memory_order_release);
-	op_done(&l->c, op);
+	struct proto_reject_op *rj = op->owner;
+	fab_mr_put(rj->mr);
+	free(rj);
+	atomic_fetch_sub(&rejects_in_flight, 1);
 }
 
-static void listen_rej_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
-			    const struct fi_cq_err_entry *err)
+/* Answers req with a REJECT. Safe under the CQ lock (it only posts). */
+static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct proto_msg *req,
+			uint32_t reason)
 {
-	struct proto_listen *l = op->owner;
-	op_done(&l->c, op);
-}
-
-/* Returns 0, -FI_EAGAIN, or an error. */
-static int listen_post(struct proto_listen *l)
-{
-	if (l->in_posted)
-		return 0;
-	const struct proto_tag_layout *lay = &l->c.dev->layout;
-	atomic_store(&l->in_done, 0);
-	op_will_post(&l->c, &l->in_op);
-	ssize_t rc = fab_ep_trecv(l->c.ep, &l->in, sizeof(l->in), ctrl_desc(&l->c), FI_ADDR_UNSPEC,
-			      proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, l->id), 0, &l->in_op.ctx);
-	if (rc) {
-		op_not_posted(&l->c, &l->in_op);
-		return (int)rc;
+	char peer_text[64] = "?";
+	proto_addr_text(dev->info, req->addr[0], req->alen[0], peer_text, sizeof(peer_text));
+	FAB_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
+			 dev->props.name, peer_text, proto_reject_text(reason));
+	fi_addr_t peer;
+	if (req->alen[0] == 0 || fab_ep_resolve(ep, req->addr[0], req->alen[0], &peer))
+		return;
+	if (atomic_fetch_add(&rejects_in_flight, 1) >= PROTO_REJECTS_MAX) {
+		atomic_fetch_sub(&rejects_in_flight, 1);
+		return;
 	}
-	l->in_posted = true;
-	return 0;
+	struct proto_reject_op *rj = calloc(1, sizeof(*rj));
+	if (!rj || ((ep->dom->mr_mode & FI_MR_LOCAL) &&
+		    fab_mr_get(ep->dom, &rj->msg, sizeof(rj->msg), FI_HMEM_SYSTEM, 0, &rj->mr))) {
+		free(rj);
+		atomic_fetch_sub(&rejects_in_flight, 1);
+		return;
+	}
+	rj->dev = dev;
+	rj->op.complete = reject_done;
+	rj->op.owner = rj;
+	rj->op.ep = ep;
+	rj->msg.type = PROTO_MSG_REJECT;
+	rj->msg.reason = reason;
+	rj->msg.nonce = req->nonce;
+	proto_msg_seal(&rj->msg);
+	if (fab_ep_tsend(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
+			 proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id), &rj->op.ctx)) {
+		fab_mr_put(rj->mr);
+		free(rj);
+		atomic_fetch_sub(&rejects_in_flight, 1);
+	}
+}
+
+static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+			    uint64_t tag)
+{
+	struct fab_device *dev = arg;
+	const struct proto_msg *m = msg;
+	char why[160] = "";
+	bool bad = proto_msg_check(m, len, why, sizeof(why)) != 0;
+	if (!bad && m->type != PROTO_MSG_CONNECT) {
+		snprintf(why, sizeof(why), "message type %u where a CONNECT was expected", m->type);
+		bad = true;
+	}
+	if (bad) {
+		atomic_fetch_add(&ep->dropped, 1);
+		FAB_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a malformed connection request: %s",
+				 dev->props.name, why);
+		return;
+	}
+	uint32_t id = (uint32_t)tag;
+	struct fab_domain *dom = ep->dom;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_listen *l = fab_domain_lookup_locked(dom, id);
+	uint32_t reason = PROTO_REJECT_NO_LISTENER;
+	if (l && l->c.magic == PROTO_COMM_MAGIC && l->c.kind == PROTO_LISTEN) {
+		pthread_mutex_lock(&l->inbox_lock);
+		if (l->inbox_n < PROTO_LISTEN_INBOX) {
+			l->inbox[(l->inbox_head + l->inbox_n) % PROTO_LISTEN_INBOX] = *m;
+			l->inbox_n++;
+			reason = PROTO_REJECT_NONE;
+		} else {
+			reason = PROTO_REJECT_RESOURCES;
+		}
+		pthread_mutex_unlock(&l->inbox_lock);
+	}
+	pthread_mutex_unlock(&dom->id_lock);
+	if (reason != PROTO_REJECT_NONE)
+		send_reject(dev, ep, m, reason);
 }
 
 ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
@@ -466,21 +535,13 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 		FAB_WARN(NCCL_NET, "listen: out of memory");
 		return ncclSystemError;
 	}
+	pthread_mutex_init(&l->inbox_lock, NULL); /* before comm_init: its failure path destroys it */
 	if (comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l), 1)) {
 		comm_release(&l->c.zombie);
 		return ncclSystemError;
 	}
-	op_init(&l->in_op, listen_in_done, l, 0);
-	op_init(&l->rej_op, listen_rej_done, l, 0);
 	l->id = l->c.reg.id;
 	l->nonce = random_u64();
-	int rc = listen_post(l);
-	if (rc && rc != -FI_EAGAIN) {
-		FAB_WARN(NCCL_NET, "listen on %s: posting the connection receive failed: %s",
-			 dev->props.name, fab_strerror(rc));
-		proto_comm_retire(&l->c);
-		return ncclSystemError;
-	}
 	struct proto_handle h;
 	proto_handle_encode(&h, l->id, dev->layout.bits, dev->prov_hash, l->nonce, l->c.ep->name,
 			    l->c.ep->namelen);
@@ -488,6 +549,20 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	FAB_TRACE(NCCL_NET, "listen on %s: id %u", dev->props.name, l->id);
 	*listen_comm = l;
 	return ncclSuccess;
+}
+
+/* Takes the oldest queued connection request; false when there is none. */
+static bool listen_pop(struct proto_listen *l, struct proto_msg *out)
+{
+	pthread_mutex_lock(&l->inbox_lock);
+	bool got = l->inbox_n > 0;
+	if (got) {
+		*out = l->inbox[l->inbox_head];
+		l->inbox_head = (l->inbox_head + 1) % PROTO_LISTEN_INBOX;
+		l->inbox_n--;
+	}
+	pthread_mutex_unlock(&l->inbox_lock);
+	return got;
 }
 
 ncclResult_t fab_net_close_listen(void *listen_comm)
@@ -502,6 +577,11 @@ ncclResult_t fab_net_close_listen(void *listen_comm)
 	struct proto_listen *l = container_of(c, struct proto_listen, c);
 	if (l->accepting)
 		proto_comm_retire(&l->accepting->c);
+	/* no request reaches it from here on; the queued ones are answered */
+	fab_domain_unregister(c->dev->dom, &c->reg);
+	struct proto_msg m;
+	while (listen_pop(l, &m))
+		send_reject(c->dev, c->ep, &m, PROTO_REJECT_NO_LISTENER);
 	proto_comm_retire(c);
 	return ncclSuccess;
 }
@@ -605,8 +685,14 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 	/* CTS (kind 2) and PING (kind 3) differ in the kind's low bit: one pool
 	 * takes both, so pings never pile up unmatched in the provider */
 	uint64_t ignore = 0xffffffffULL | 1ULL << dev->layout.kind_shift;
-	return fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
-				    PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
+	int rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
+				      PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
+	/* listen handles carry rail 0's address: connection requests arrive there */
+	if (!rc && ep->index == 0)
+		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
+					  0xffffffffULL, PROTO_CONNECT_POOL, sizeof(struct proto_msg),
+					  connect_handler, dev);
+	return rc;
 }
 
 static struct proto_send *send_find_pending(struct fab_plugin *p, const void *handle,
@@ -650,7 +736,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
 	int cap = rx >= 4 * PROTO_CTS_POOL ? (int)(rx / 2) : PROTO_CTS_POOL;
 	for (int i = 0; i < s->c.nrails; i++)
-		if (fab_ep_rx_pool_reserve(s->c.rails[i], want < cap ? want : cap))
+		if (fab_ep_rx_pool_reserve(s->c.rails[i], PROTO_POOL_CTS, want < cap ? want : cap))
 			FAB_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
 				 "for %d connections; CTS messages may wait for a free one", i, objects);
 	op_init(&s->out_op, send_out_done, s, 0);
@@ -887,26 +973,6 @@ static int recv_post_ack(struct proto_recv *r)
 	return 0;
 }
 
-static void listen_reject(struct proto_listen *l, const struct proto_msg *req, uint32_t reason,
-			  const char *peer_text)
-{
-	fi_addr_t peer;
-	if (atomic_load(&l->rej_op.posted) || req->alen[0] == 0 ||
-	    fab_ep_resolve(l->c.ep, req->addr[0], req->alen[0], &peer))
-		return; /* the connector times out instead */
-	memset(&l->rej, 0, sizeof(l->rej));
-	l->rej.type = PROTO_MSG_REJECT;
-	l->rej.reason = reason;
-	l->rej.nonce = req->nonce;
-	proto_msg_seal(&l->rej);
-	op_will_post(&l->c, &l->rej_op);
-	if (fab_ep_tsend(l->c.ep, &l->rej, sizeof(l->rej), ctrl_desc(&l->c), peer,
-		     proto_tag_ctrl(&l->c.dev->layout, PROTO_CTRL_ACCEPT, req->id), &l->rej_op.ctx))
-		op_not_posted(&l->c, &l->rej_op);
-	FAB_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
-			 l->c.dev->props.name, peer_text, proto_reject_text(reason));
-}
-
 ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
@@ -922,15 +988,14 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	/* With l->accepting set, the connection exists and only its answer is
 	 * still to be posted (the last try met -FI_EAGAIN). */
 	if (!l->accepting) {
-		int rc = listen_post(l);
-		if (rc && rc != -FI_EAGAIN) {
-			FAB_WARN(NCCL_NET, "accept on %s: posting the connection receive failed: %s",
-				 dev->props.name, fab_strerror(rc));
-			return ncclSystemError;
+		struct proto_msg req;
+		bool got = listen_pop(l, &req);
+		if (!got) {
+			if (fab_ep_progress(c->ep) < 0)
+				return ncclSystemError;
+			got = listen_pop(l, &req);
 		}
-		if (fab_ep_progress(c->ep) < 0)
-			return ncclSystemError;
-		if (!atomic_load_explicit(&l->in_done, memory_order_acquire)) {
+		if (!got) {
 			if (!l->wait_start_ns || now - l->last_call_ns > 5000000000ULL)
 				l->wait_start_ns = now;
 			l->last_call_ns = now;
@@ -944,39 +1009,14 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			}
 			return ncclSuccess;
 		}
-		/* a connection request arrived */
-		l->in_posted = false;
-		atomic_store(&l->in_done, 0);
-		struct proto_msg req = l->in;
-		size_t len = l->in_len;
-		int err = l->in_err;
-		char why[160], peer_text[64] = "?";
-		if (err) {
-			FAB_WARN(NCCL_NET, "accept on %s: receiving a connection request failed: %s",
-				 dev->props.name, fi_strerror(err));
-			return ncclSystemError;
-		}
-		(void)listen_post(l); /* ready for the next request at once */
-		bool bad = proto_msg_check(&req, len, why, sizeof(why)) != 0;
-		if (!bad && req.type != PROTO_MSG_CONNECT) {
-			snprintf(why, sizeof(why), "message type %u where a CONNECT was expected",
-				 req.type);
-			bad = true;
-		}
-		if (bad) {
-			atomic_fetch_add(&l->c.ep->dropped, 1);
-			FAB_WARN_LIMITED(NCCL_NET,
-					 "accept on %s: dropped a malformed connection request: %s",
-					 dev->props.name, why);
-			return ncclSuccess;
-		}
+		char peer_text[64] = "?";
 		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));
 		if (req.nonce != l->nonce) {
-			listen_reject(l, &req, PROTO_REJECT_NONCE, peer_text);
+			send_reject(dev, c->ep, &req, PROTO_REJECT_NONCE);
 			return ncclSuccess;
 		}
 		if (req.prov_hash != dev->prov_hash) {
-			listen_reject(l, &req, PROTO_REJECT_PROVIDER, peer_text);
+			send_reject(dev, c->ep, &req, PROTO_REJECT_PROVIDER);
 			return ncclSuccess;
 		}
 		struct proto_recv *r = calloc(1, sizeof(*r));
@@ -986,7 +1026,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			if (r)
 				comm_release(&r->c.zombie);
 			FAB_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
-			listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
+			send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
 			return ncclSystemError;
 		}
 		op_init(&r->ack_op, recv_ack_done, r, 0);
@@ -994,9 +1034,11 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		fab_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
 		for (int i = 0; i < r->c.nrails; i++) {
 			if (fab_ep_resolve(r->c.rails[i], req.addr[i], req.alen[i], &r->peer[i])) {
-				listen_reject(l, &req, PROTO_REJECT_RESOURCES, peer_text);
+				/* a request with an address we cannot use: refused, and
+				 * accept goes on waiting for a good one */
+				send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
 				comm_release(&r->c.zombie);
-				return ncclSystemError;
+				return ncclSuccess;
 			}
 		}
 		r->id = r->c.reg.id;

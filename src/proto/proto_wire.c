@@ -115,6 +115,8 @@ const char *proto_reject_text(uint32_t reason)
 		return "the two sides use different providers or tag layouts";
 	case PROTO_REJECT_RESOURCES:
 		return "the listener could not create the connection (see its log)";
+	case PROTO_REJECT_NO_LISTENER:
+		return "no listen comm with that id on the peer: it was closed, or the handle is stale";
 	default:
 		return "unknown reason";
 	}

@@ -43,6 +43,7 @@ enum proto_reject_reason {
 	PROTO_REJECT_NONCE = 1,     /* the handle does not belong to this listen comm */
 	PROTO_REJECT_PROVIDER = 2,  /* other provider or tag layout */
 	PROTO_REJECT_RESOURCES = 3, /* the listener could not create the connection */
+	PROTO_REJECT_NO_LISTENER = 4, /* no listen comm with that id: closed, or a stale handle */
 };
 
 #define PROTO_MAX_RAILS 8

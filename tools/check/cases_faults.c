@@ -53,6 +53,16 @@ static int ck_peer_death(ck_t *ck)
 	fh_rank_t *r = ck->r;
 	fh_net_t *net = ck->net;
 	int me = r->rank;
+	/* The plugin learns of a dead peer from the provider failing a ping
+	 * (tcp: the kernel resets the dead process's sockets). Shared-memory
+	 * providers deliver into a dead process's queue without an error, and
+	 * rxd over udp completes sends without the peer: not detected yet
+	 * (issue 10), reported as such rather than hanging. */
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	const char *prov = tools && tools->provider ? tools->provider() : "";
+	if (!strcmp(prov, "shm") || !strcmp(prov, "sm2") || strstr(prov, "ofi_rxd"))
+		return fh_skip(r, "dead-peer detection over %s is not implemented yet: a ping to a "
+				  "dead process completes without an error", prov);
 	int victim = ck->c->arg == 0 ? 0 : 1;
 	double bound = CK_DEATH_BOUND_S * r->timeout_mult;
 	void *sc = NULL, *rc = NULL;
@@ -156,6 +166,62 @@ static int ck_peer_pause(ck_t *ck)
 	return ck_close_pair(ck, me == 0 ? sc : NULL, me == 1 ? rc : NULL);
 }
 
+/* A handle whose listen comm is closed: connect must fail promptly (the
+ * listener's endpoint answers with a REJECT), not wait for the connect
+ * timeout; a good handle of the same endpoint still connects. The listener
+ * meanwhile only calls accept on its other listen comm, as NCCL would. */
+static int ck_stale_handle(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	char h[2][NCCL_NET_HANDLE_MAXSIZE];
+	double bound = 5.0 * r->timeout_mult;
+	if (me == 1) {
+		void *stale = NULL, *good = NULL, *rc = NULL;
+		if (ck_ok(ck, fh_net_listen(net, net->ctx, ck->dev, h[0], &stale), "listen()") ||
+		    ck_ok(ck, fh_net_listen(net, net->ctx, ck->dev, h[1], &good), "listen()") ||
+		    ck_ok(ck, fh_net_close_listen(net, stale), "closeListen()"))
+			return FH_FAIL;
+		if (fh_oob_send(r, 0, h, sizeof(h)))
+			return FH_FAIL;
+		double until = fh_now() + 4 * bound;
+		unsigned idle = 0;
+		while (!rc) {
+			if (ck_ok(ck, fh_net_accept(net, good, &rc), "accept()"))
+				return FH_FAIL;
+			if (!rc && fh_now() > until)
+				return fh_fail(r, "accept() saw no good connection within %.0f s", 4 * bound);
+			fh_relax(&idle);
+		}
+		if (ck_ok(ck, fh_net_close_listen(net, good), "closeListen()"))
+			return FH_FAIL;
+		return ck_close_pair(ck, NULL, rc);
+	}
+	if (fh_oob_recv(r, 1, h, sizeof(h)))
+		return FH_FAIL;
+	unsigned long warns = fh_log_warn_count();
+	double start = fh_now();
+	int timed_out = 0;
+	void *sc = NULL;
+	ncclResult_t res = fh_connect_until(r, net, ck->dev, h[0], &sc, bound, &timed_out);
+	double secs = fh_now() - start;
+	if (sc)
+		return fh_fail(r, "connect() through the handle of a closed listen comm succeeded");
+	if (timed_out || res == ncclSuccess)
+		return fh_fail(r, "connect() through the handle of a closed listen comm did not fail "
+				  "within %.0f s", bound);
+	if (fh_log_warn_count() == warns)
+		return fh_fail(r, "connect() failed with %s but nothing was logged at WARN level",
+			       fh_result_str(res));
+	fh_note(r, "stale handle: %s after %.3f s", fh_result_str(res), secs);
+	res = fh_connect_until(r, net, ck->dev, h[1], &sc, 4 * bound, &timed_out);
+	if (!sc)
+		return fh_fail(r, "connect() through a good handle of the same endpoint failed: %s%s",
+			       fh_result_str(res), timed_out ? " (timed out)" : "");
+	return ck_close_pair(ck, sc, NULL);
+}
+
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
 
 static const ck_case_t ck_faults[] = {
@@ -165,6 +231,9 @@ static const ck_case_t ck_faults[] = {
 	{"peer-death/send", "the receiver dies while isend waits for its clear-to-send: an error "
 			    "with a WARN within 15 s; closeSend returns",
 	 2, ALLV, 0, 40, ck_peer_death, 1},
+	{"stale-handle", "connect through the handle of a closed listen comm fails within 5 s "
+			 "(REJECT), then a good connection works",
+	 2, ALLV, 0, 40, ck_stale_handle, 0},
 	{"peer-pause", "the sender is stopped for 3 s (SIGSTOP) and resumed: not declared dead, "
 		       "the data arrives",
 	 2, ALLV, 0, 40, ck_peer_pause, 0},
