@@ -209,13 +209,22 @@ int fab_ep_progress(struct fab_ep *ep)
 		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
 		if (n > 0) {
 			for (ssize_t i = 0; i < n; i++) {
-				if (entries[i].flags & FI_REMOTE_WRITE) {
-					/* a peer's RMA write with CQ data: no context of ours */
+				struct fab_op *op = entries[i].op_context;
+				uint64_t fl = entries[i].flags;
+				/* a peer's RMA write with CQ data has no context of ours
+				 * (shm of 2.x flags it FI_RMA|FI_REMOTE_CQ_DATA only) */
+				if ((fl & FI_REMOTE_WRITE) || (!op && (fl & FI_REMOTE_CQ_DATA))) {
 					if (ep->rw_fn)
 						ep->rw_fn(ep, ep->rw_arg, entries[i].data, entries[i].len);
 					continue;
 				}
-				struct fab_op *op = entries[i].op_context;
+				if (!op) {
+					atomic_fetch_add(&ep->dropped, 1);
+					FAB_WARN_LIMITED(NCCL_NET, "device %s: a completion without context "
+							 "(flags 0x%llx) was ignored", ep->dom->name,
+							 (unsigned long long)fl);
+					continue;
+				}
 				op->complete(op, &entries[i], NULL);
 			}
 			total += (int)n;

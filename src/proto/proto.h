@@ -195,6 +195,7 @@ struct proto_listen {
 	int inbox_head, inbox_n;
 	struct proto_recv *accepting; /* made, its ACCEPT not yet posted */
 	uint64_t wait_start_ns, last_call_ns;
+	bool counted;                 /* in its device's count of listen comms */
 };
 
 /* Liveness of a connection NCCL is waiting on: posts a ping after

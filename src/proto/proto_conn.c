@@ -46,9 +46,15 @@ static void send_fini(struct proto_comm *c)
 	pthread_mutex_destroy(&s->cts_lock);
 }
 
+/* listen comms open per device: what the CONNECT pool is sized for */
+static atomic_int listens_open[FAB_POLICY_MAX_DEVS];
+
 static void listen_fini(struct proto_comm *c)
 {
-	pthread_mutex_destroy(&container_of(c, struct proto_listen, c)->inbox_lock);
+	struct proto_listen *l = container_of(c, struct proto_listen, c);
+	if (l->counted)
+		atomic_fetch_sub(&listens_open[c->dev->index], 1);
+	pthread_mutex_destroy(&l->inbox_lock);
 }
 
 static void recv_fini(struct proto_comm *c)
@@ -542,6 +548,18 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	}
 	l->id = l->c.reg.id;
 	l->nonce = random_u64();
+	/* Connection requests must find a posted receive (shm of 1.17 never
+	 * matches one that arrived before): the pool grows with the listen comms
+	 * open on the device, within a quarter of the provider's receive queue
+	 * (the CTS pool may take half). */
+	int listens = atomic_fetch_add(&listens_open[dev->index], 1) + 1;
+	l->counted = true;
+	size_t rx = dom->info->rx_attr ? dom->info->rx_attr->size : 0;
+	int want = PROTO_CONNECT_POOL + listens;
+	int cap = rx >= 8 * PROTO_CONNECT_POOL ? (int)(rx / 4) : PROTO_CONNECT_POOL;
+	if (fab_ep_rx_pool_reserve(l->c.ep, PROTO_POOL_CONNECT, want < cap ? want : cap))
+		FAB_WARN(NCCL_NET, "listen: could not post more connection-request receives for %d "
+			 "listen comms; requests may wait for a free one", listens);
 	struct proto_handle h;
 	proto_handle_encode(&h, l->id, dev->layout.bits, dev->prov_hash, l->nonce, l->c.ep->name,
 			    l->c.ep->namelen);
