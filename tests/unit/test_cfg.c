@@ -335,6 +335,7 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_PROGRESS_THREADS", "1" },
 		{ "NCCL_FABRIC_EAGER_MAX", "65536" },
 		{ "NCCL_FABRIC_RMA", "0" },
+		{ "NCCL_FABRIC_PEER_TIMEOUT", "30" },
 		{ "NCCL_FABRIC_SPEED", "400000" },
 		{ "NCCL_FABRIC_TIMEOUT", "86400" },
 		{ "NCCL_FABRIC_CQ_BATCH", "256" },
@@ -357,6 +358,7 @@ static int test_env_values(void)
 	CHECK_EQ(cfg.v[FAB_CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
 	CHECK_EQ(cfg.v[FAB_CFG_EAGER_MAX].i, 65536);
 	CHECK_EQ(cfg.v[FAB_CFG_RMA].i, 0);
+	CHECK_EQ(cfg.v[FAB_CFG_PEER_TIMEOUT].i, 30);
 	return 0;
 }
 
