@@ -732,7 +732,8 @@ stage_torch() {
 			continue
 		}
 		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" PYTHONUNBUFFERED=1 \
-			"$PYTHON" "$REPO/bench/torch_check.py" --timeout 180 >"$out" 2>&1 || rc=$?
+			"$PYTHON" "$REPO/bench/torch_check.py" --timeout 180 \
+			$( ((${FABRIC_VHOSTS:-0} >= 2)) && echo "--vhosts $FABRIC_VHOSTS") >"$out" 2>&1 || rc=$?
 		{
 			echo "== torch_check through $path (exit $rc)"
 			grep -E '^(# |FAIL|rank [0-9]+ error|torch_check)|passed, .* failed' "$out"

@@ -138,7 +138,9 @@ def worker(rank, world, init_method, args, result_dir):
     out_path = os.path.join(result_dir, f"rank{rank}.json")
     results = {"rank": rank, "cases": {}, "error": None}
     write_json(out_path, results)
-    device = torch.device("cuda", rank)
+    if args.vhosts >= 2:
+        os.environ["NCCL_HOSTID"] = f"vhost{rank}"  # read by NCCL at init, in this process
+    device = torch.device("cuda", 0 if args.vhosts >= 2 else rank)
     torch.cuda.set_device(device)
     cases = make_cases(args.ops, args.dtypes, args.sizes, world)
     try:
@@ -154,7 +156,7 @@ def worker(rank, world, init_method, args, result_dir):
                 raise
             results["cases"][case[0]] = [ok, detail]
             write_json(out_path, results)
-        dist.barrier(device_ids=[rank])
+        dist.barrier(device_ids=[device.index])
         dist.destroy_process_group()
     except Exception as e:
         if results["error"] is None:
@@ -226,6 +228,9 @@ def free_port():
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nprocs", type=int, default=0, help="processes (one per GPU; default: all GPUs)")
+    p.add_argument("--vhosts", type=int, default=0,
+                   help="N >= 2: N processes on GPU 0, each its own host (NCCL_HOSTID=vhost<rank>; "
+                        "run under CUDA MPS), so one GPU exercises the network path")
     p.add_argument("--sizes", default="1K,1M,64M",
                    type=lambda s: [parse_size(x) for x in s.split(",") if x.strip()],
                    help="message sizes in bytes (default 1K,1M,64M)")
@@ -246,8 +251,8 @@ def main(argv=None):
         print("torch_check: FATAL: torch.cuda.is_available() is False", file=sys.stderr)
         return 2
     ngpu = torch.cuda.device_count()
-    world = args.nprocs or ngpu
-    if world > ngpu:
+    world = args.vhosts if args.vhosts >= 2 else (args.nprocs or ngpu)
+    if args.vhosts < 2 and world > ngpu:
         print(f"torch_check: FATAL: --nprocs {world} but only {ngpu} GPU(s)", file=sys.stderr)
         return 2
     if world < 2 and not args.allow_single:
