@@ -50,10 +50,7 @@
  * fails means the peer is gone: its operations end with ncclRemoteError. A
  * peer that is only slow or paused takes the ping and is never failed. */
 #define PROTO_PING_NS (1ULL * 1000000000ULL)
-/* A receive whose buffers all take any eager message needs its CTS only if a
- * larger message comes (the sender waits for it, then sends a stand-in): it
- * is sent only if the receive still waits after this long. */
-#define PROTO_LAZY_CTS_NS 1000000ULL
+
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 
@@ -135,7 +132,6 @@ struct proto_recv_req {
 	struct proto_cts cts;      /* what this receive posted, for the sender */
 	struct fab_op cts_op;
 	bool cts_sent;
-	uint64_t cts_due_ns;       /* lazy CTS (every buffer within the eager limit): not before */
 	_Atomic uint64_t cts_failed_ns; /* when sending the CTS failed (0: it did not) */
 	int cts_err;
 	fi_addr_t flush_self;      /* a flush reads the buffer back from ourselves */
@@ -167,6 +163,12 @@ struct proto_send {
 	 * guards seq, which the CTS handler reads to drop stale announcements */
 	pthread_mutex_t cts_lock;
 	struct proto_cts_table cts;
+	/* CTS still to come for messages sent eagerly. Close waits for them
+	 * (bounded): a CTS says the receive is posted, so the message is matched;
+	 * a sender that closed before that could lose it (a provider may drop
+	 * unmatched data of a peer that disconnected), and unread bytes in a
+	 * stream socket reset the connection when it closes. */
+	atomic_int cts_owed;
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 

@@ -240,6 +240,14 @@ void proto_comm_retire(struct proto_comm *c)
 	if (!c)
 		return;
 	struct fab_ep *ep = c->ep;
+	if (c->kind == PROTO_SEND && !atomic_load(&c->dead)) {
+		/* wait for the CTS owed to eager messages (see cts_owed) */
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		uint64_t deadline = fab_now_ns() + PROTO_CLOSE_CTS_NS;
+		while (atomic_load(&s->cts_owed) > 0 && fab_now_ns() < deadline)
+			if (proto_comm_progress(c) <= 0)
+				sched_yield();
+	}
 	if (c->kind == PROTO_RECV)
 		recv_prepare_sink(container_of(c, struct proto_recv, c));
 	/* control messages and RMA notices for it are dropped from now on */
@@ -667,8 +675,10 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		uint32_t folded = proto_tag_fold(lay, e.tag);
 		e.seq &= mask;
 		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-		if (se && proto_seq_behind(se->seq, e.seq, mask))
-			continue; /* sent eagerly before this CTS arrived */
+		if (se && proto_seq_behind(se->seq, e.seq, mask)) {
+			atomic_fetch_sub(&s->cts_owed, 1); /* sent eagerly before this CTS arrived */
+			continue;
+		}
 		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
 			atomic_fetch_add(&ep->dropped, 1);
 			FAB_WARN_LIMITED(NCCL_NET,

@@ -278,6 +278,8 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			 fab_strerror((int)rc));
 		return ncclSystemError;
 	}
+	if (!have)
+		atomic_fetch_add(&s->cts_owed, 1);
 	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
 		  s->peer_text, rail,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
@@ -469,7 +471,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		}
 		q->h.nposted++;
 	}
-	if (!q->cts_sent && (!q->cts_due_ns || fab_now_ns() >= q->cts_due_ns)) {
+	if (!q->cts_sent) {
 		int rail = q->rail[0];
 		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
@@ -525,7 +527,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	r->nops = n + 1; /* a receive per buffer, and the CTS */
 	r->rails = 0;
 	q->cts_sent = false;
-	q->cts_due_ns = 0;
 	q->cursor = 0;
 	atomic_store(&q->sunk, 0);
 	atomic_store(&q->rma_expect, 0);
@@ -586,11 +587,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		op->owner = q;
 		op->index = i;
 	}
-	bool lazy = true;
-	for (int i = 0; i < n; i++)
-		lazy &= sizes[i] <= dev->eager_max && (q->bounce[i] || sizes[i] == dev->eager_max);
-	if (lazy && dev->eager_max)
-		q->cts_due_ns = fab_now_ns() + PROTO_LAZY_CTS_NS;
 	int prc = recv_post_remaining(q);
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
@@ -621,18 +617,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 }
 
 /* ---------------- test ---------------- */
-
-/* A lazy CTS not sent by the time every buffer is full is not needed. Only
- * the testing thread posts or skips a CTS, so cts_sent needs no lock. */
-static void recv_skip_lazy_cts(struct proto_req *r)
-{
-	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-	if (!q->cts_sent && q->cts_due_ns && q->cursor >= r->n &&
-	    atomic_load_explicit(&r->ncomplete, memory_order_acquire) >= r->n) {
-		q->cts_sent = true;
-		atomic_fetch_add_explicit(&r->ncomplete, 1, memory_order_release);
-	}
-}
 
 static int flush_post(struct proto_recv_req *q);
 
@@ -678,15 +662,19 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			}
 		}
 	}
-	if (r->kind == PROTO_REQ_RECV)
-		recv_skip_lazy_cts(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		if (req_progress(r) < 0)
 			return ncclSystemError;
-		if (r->kind == PROTO_REQ_RECV)
-			recv_skip_lazy_cts(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-			(void)proto_comm_alive(r->comm); /* fails the request if the peer is gone */
+			/* The peer is gone: its operations were failed and cancelled. A
+			 * provider may never complete the cancellations; the request then
+			 * stays in use (its operations may still be posted) and reports
+			 * the error, so NCCL's abort starts in bounded time. */
+			if (proto_comm_alive(r->comm)) {
+				FAB_WARN_LIMITED(NCCL_NET, "test: the peer of this connection is gone; "
+						 "reporting ncclRemoteError");
+				return ncclRemoteError;
+			}
 			if (r->kind == PROTO_REQ_RECV) {
 				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 				uint64_t failed = atomic_load(&q->cts_failed_ns);

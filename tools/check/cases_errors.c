@@ -316,7 +316,7 @@ static const ck_case_t ck_errors[] = {
 	{"send-larger/eager", "8 KiB into a 4 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 8 * KiB},
 	{"send-larger/lazy", "20 KiB into a 10 KiB receive: above tcp's eager limit, into a "
-			     "receive whose CTS is lazy: ncclInvalidUsage + WARN, guard intact",
+			     "bounced receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 20 * KiB},
 	{"send-larger/rndv", "1 MiB into a 512 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 0},
