@@ -133,7 +133,6 @@ struct fab_domain {
 	int mr_mode;
 	bool hmem, rma;
 	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
-	size_t cq_data_size;
 	bool serialize;             /* provider quirk, see fab_domain_open */
 	int expected_cuda_rc;
 	int cq_batch;
@@ -148,7 +147,6 @@ struct fab_domain {
 	size_t buf_size;
 	struct fab_buf *buf_free;
 	struct fab_buf_slab *buf_slabs;
-	int buf_total;
 	pthread_mutex_t id_lock;    /* the id space below */
 	struct dlist ids[FAB_ID_BUCKETS];
 	uint32_t next_id;

@@ -28,6 +28,16 @@ struct fab_buf_slab {
 
 #define FAB_BUF_PER_SLAB 32
 
+static void buf_slab_free(struct fab_buf_slab *sl)
+{
+	if (!sl)
+		return;
+	fab_mr_put(sl->mr);
+	free(sl->mem);
+	free(sl->bufs);
+	free(sl);
+}
+
 int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 {
 	struct fab_domain *dom = calloc(1, sizeof(*dom));
@@ -69,7 +79,6 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	/* Large messages go as one RMA write whose CQ data tells the receiver
 	 * which buffer is full: needs the write capabilities, 8 bytes of CQ data,
 	 * and a provider that does not consume a posted receive for it. */
-	dom->cq_data_size = dom->info->domain_attr->cq_data_size;
 	dom->rma_write = attr->rma_write && fab_info_rma_write(dom->info);
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);
@@ -151,10 +160,7 @@ void fab_domain_close(struct fab_domain *dom)
 	while (dom->buf_slabs) {
 		struct fab_buf_slab *sl = dom->buf_slabs;
 		dom->buf_slabs = sl->next;
-		fab_mr_put(sl->mr);
-		free(sl->mem);
-		free(sl->bufs);
-		free(sl);
+		buf_slab_free(sl);
 	}
 	/* Registrations NCCL never released (it does not always deregister before
 	 * finalize): close them, the domain cannot close while they are open. */
@@ -202,11 +208,7 @@ struct fab_buf *fab_buf_get(struct fab_domain *dom)
 		if (!sl || !sl->mem || !sl->bufs ||
 		    ((dom->mr_mode & FI_MR_LOCAL) &&
 		     fab_mr_get(dom, sl->mem, bytes, FI_HMEM_SYSTEM, 0, &sl->mr))) {
-			if (sl) {
-				free(sl->mem);
-				free(sl->bufs);
-				free(sl);
-			}
+			buf_slab_free(sl);
 			pthread_mutex_unlock(&dom->buf_lock);
 			return NULL;
 		}
@@ -219,7 +221,6 @@ struct fab_buf *fab_buf_get(struct fab_domain *dom)
 		}
 		sl->next = dom->buf_slabs;
 		dom->buf_slabs = sl;
-		dom->buf_total += FAB_BUF_PER_SLAB;
 	}
 	struct fab_buf *b = dom->buf_free;
 	dom->buf_free = b->next;

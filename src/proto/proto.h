@@ -91,7 +91,6 @@ struct proto_req {
 	int nops;                  /* completions that finish the request */
 	atomic_int ncomplete;
 	atomic_int status;         /* ncclResult_t of the first failure */
-	uint8_t rails;             /* bit per rail its operations use: what test() progresses */
 	bool in_use;
 };
 
@@ -206,6 +205,18 @@ struct proto_listen {
  * and cancels the comm's operations (once). Returns 0, or the FI_* error
  * that showed the peer is gone. Caller holds no CQ lock. */
 int proto_comm_alive(struct proto_comm *c);
+
+/* First failure wins; later ones keep their WARN lines but not the result. */
+static inline void proto_req_fail(struct proto_req *r, ncclResult_t res)
+{
+	int expected = ncclSuccess;
+	atomic_compare_exchange_strong(&r->status, &expected, (int)res);
+}
+
+/* Takes (releases) the CQ locks of every rail of the comm: no completion of
+ * its operations runs meanwhile. */
+void proto_comm_lock_rails(struct proto_comm *c);
+void proto_comm_unlock_rails(struct proto_comm *c);
 
 /* Progresses every rail of the comm; negative on a CQ failure. */
 int proto_comm_progress(struct proto_comm *c);

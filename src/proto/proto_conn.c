@@ -109,12 +109,6 @@ static void *ctrl_desc(struct proto_comm *c)
 	return c->ctrl_mr ? c->ctrl_mr->desc : NULL;
 }
 
-static void req_fail_remote(struct proto_req *r)
-{
-	int expected = ncclSuccess;
-	atomic_compare_exchange_strong(&r->status, &expected, (int)ncclRemoteError);
-}
-
 static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index)
 {
 	memset(&op->ctx, 0, sizeof(op->ctx));
@@ -151,6 +145,18 @@ static void cancel_op(struct proto_comm *c, struct fab_op *op)
 {
 	if (atomic_load(&op->posted) && op->ep)
 		fab_ep_cancel(op->ep, &op->ctx);
+}
+
+void proto_comm_lock_rails(struct proto_comm *c)
+{
+	for (int i = 0; i < c->nrails; i++)
+		pthread_mutex_lock(&c->rails[i]->cq_lock);
+}
+
+void proto_comm_unlock_rails(struct proto_comm *c)
+{
+	for (int i = c->nrails - 1; i >= 0; i--)
+		pthread_mutex_unlock(&c->rails[i]->cq_lock);
 }
 
 void proto_comm_cancel_locked(struct proto_comm *c)
@@ -254,11 +260,9 @@ void proto_comm_retire(struct proto_comm *c)
 	fab_domain_unregister(ep->dom, &c->reg);
 	c->magic = 0xdeadbeef;
 	/* Holding the CQ locks keeps completions from running while we cancel. */
-	for (int i = 0; i < c->nrails; i++)
-		pthread_mutex_lock(&c->rails[i]->cq_lock);
+	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
-	for (int i = c->nrails - 1; i >= 0; i--)
-		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+	proto_comm_unlock_rails(c);
 	/* An operation already matched cannot be cancelled: it is moving data
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
@@ -282,6 +286,13 @@ void proto_comm_retire(struct proto_comm *c)
 
 /* ---------------- liveness ---------------- */
 
+/* Records the first error that showed the peer is gone. */
+static void comm_mark_dead(struct proto_comm *c, int err)
+{
+	int expected = 0;
+	atomic_compare_exchange_strong(&c->dead, &expected, err);
+}
+
 static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
@@ -289,8 +300,7 @@ static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	FAB_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
 		  err ? fi_strerror(err->err) : "delivered");
 	if (err && err->err != FI_ECANCELED) {
-		int expected = 0;
-		atomic_compare_exchange_strong(&c->dead, &expected, err->err ? err->err : FI_EIO);
+		comm_mark_dead(c, err->err ? err->err : FI_EIO);
 	} else if (!err) {
 		atomic_store(&c->last_ns, fab_now_ns());
 	}
@@ -306,14 +316,14 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		for (int i = 0; i < PROTO_SEND_REQS; i++)
 			if (s->reqs[i].h.in_use) {
-				req_fail_remote(&s->reqs[i].h);
+				proto_req_fail(&s->reqs[i].h, ncclRemoteError);
 				n++;
 			}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
 		for (int i = 0; i < PROTO_RECV_REQS; i++)
 			if (r->reqs[i].h.in_use) {
-				req_fail_remote(&r->reqs[i].h);
+				proto_req_fail(&r->reqs[i].h, ncclRemoteError);
 				n++;
 			}
 	}
@@ -324,11 +334,9 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
 		 err == FI_ETIMEDOUT ? "it could not be reached" : "a liveness ping failed",
 		 fi_strerror(err), (double)(fab_now_ns() - atomic_load(&c->last_ns)) / 1e9, n);
-	for (int i = 0; i < c->nrails; i++)
-		pthread_mutex_lock(&c->rails[i]->cq_lock);
+	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
-	for (int i = c->nrails - 1; i >= 0; i--)
-		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+	proto_comm_unlock_rails(c);
 }
 
 int proto_comm_alive(struct proto_comm *c)
@@ -344,10 +352,8 @@ int proto_comm_alive(struct proto_comm *c)
 	uint64_t now = fab_now_ns();
 	if (atomic_load(&c->ping_op.posted)) {
 		/* a ping the provider neither delivers nor fails */
-		if (now - c->ping_ns > c->dev->peer_timeout_ns) {
-			int expected = 0;
-			atomic_compare_exchange_strong(&c->dead, &expected, FI_ETIMEDOUT);
-		}
+		if (now - c->ping_ns > c->dev->peer_timeout_ns)
+			comm_mark_dead(c, FI_ETIMEDOUT);
 		return 0;
 	}
 	if (now - atomic_load(&c->last_ns) < PROTO_PING_NS)
@@ -366,11 +372,8 @@ int proto_comm_alive(struct proto_comm *c)
 		 * keeps reconnecting to a dead one) */
 		if (rc == -FI_EAGAIN && !c->unreachable_ns)
 			c->unreachable_ns = now;
-		if (rc != -FI_EAGAIN || now - c->unreachable_ns > c->dev->peer_timeout_ns) {
-			int expected = 0;
-			atomic_compare_exchange_strong(&c->dead, &expected,
-						       rc == -FI_EAGAIN ? FI_ETIMEDOUT : (int)-rc);
-		}
+		if (rc != -FI_EAGAIN || now - c->unreachable_ns > c->dev->peer_timeout_ns)
+			comm_mark_dead(c, rc == -FI_EAGAIN ? FI_ETIMEDOUT : (int)-rc);
 	} else {
 		c->unreachable_ns = 0;
 	}
@@ -422,6 +425,15 @@ static struct fab_device *device_of(int dev, const char *what)
 	return &p->devs[dev];
 }
 
+/* Grows pool `pool` of ep to want receives, within 1/share of the provider's
+ * receive queue (the rest is for the data receives and the other pools). */
+static int pool_reserve_share(struct fab_ep *ep, int pool, int base, int want, int share)
+{
+	size_t rx = ep->dom->info->rx_attr ? ep->dom->info->rx_attr->size : 0;
+	int cap = rx >= (size_t)(2 * share * base) ? (int)(rx / (size_t)share) : base;
+	return fab_ep_rx_pool_reserve(ep, pool, want < cap ? want : cap);
+}
+
 /* ---------------- listen ---------------- */
 
 /* Connection requests reach rail 0's CONNECT pool whatever listen id they
@@ -437,18 +449,23 @@ struct proto_reject_op {
 	struct fab_op op;
 	struct proto_msg msg;
 	struct fab_mr *mr;
-	struct fab_device *dev;
 };
 
 static atomic_int rejects_in_flight;
 
+/* Frees an answer (NULL: only its slot) and gives its slot back. */
+static void reject_free(struct proto_reject_op *rj)
+{
+	if (rj)
+		fab_mr_put(rj->mr);
+	free(rj);
+	atomic_fetch_sub(&rejects_in_flight, 1);
+}
+
 static void reject_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
 {
-	struct proto_reject_op *rj = op->owner;
-	fab_mr_put(rj->mr);
-	free(rj);
-	atomic_fetch_sub(&rejects_in_flight, 1);
+	reject_free(op->owner);
 }
 
 /* Answers req with a REJECT. Safe under the CQ lock (it only posts). */
@@ -469,11 +486,9 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	struct proto_reject_op *rj = calloc(1, sizeof(*rj));
 	if (!rj || ((ep->dom->mr_mode & FI_MR_LOCAL) &&
 		    fab_mr_get(ep->dom, &rj->msg, sizeof(rj->msg), FI_HMEM_SYSTEM, 0, &rj->mr))) {
-		free(rj);
-		atomic_fetch_sub(&rejects_in_flight, 1);
+		reject_free(rj);
 		return;
 	}
-	rj->dev = dev;
 	rj->op.complete = reject_done;
 	rj->op.owner = rj;
 	rj->op.ep = ep;
@@ -482,11 +497,8 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	rj->msg.nonce = req->nonce;
 	proto_msg_seal(&rj->msg);
 	if (fab_ep_tsend(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
-			 proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id), &rj->op.ctx)) {
-		fab_mr_put(rj->mr);
-		free(rj);
-		atomic_fetch_sub(&rejects_in_flight, 1);
-	}
+			 proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id), &rj->op.ctx))
+		reject_free(rj);
 }
 
 static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
@@ -554,10 +566,8 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	 * (the CTS pool may take half). */
 	int listens = atomic_fetch_add(&listens_open[dev->index], 1) + 1;
 	l->counted = true;
-	size_t rx = dom->info->rx_attr ? dom->info->rx_attr->size : 0;
-	int want = PROTO_CONNECT_POOL + listens;
-	int cap = rx >= 8 * PROTO_CONNECT_POOL ? (int)(rx / 4) : PROTO_CONNECT_POOL;
-	if (fab_ep_rx_pool_reserve(l->c.ep, PROTO_POOL_CONNECT, want < cap ? want : cap))
+	if (pool_reserve_share(l->c.ep, PROTO_POOL_CONNECT, PROTO_CONNECT_POOL,
+			       PROTO_CONNECT_POOL + listens, 4))
 		FAB_WARN(NCCL_NET, "listen: could not post more connection-request receives for %d "
 			 "listen comms; requests may wait for a free one", listens);
 	struct proto_handle h;
@@ -748,13 +758,10 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	 * it: with 320 connections and 128 receives, the sends behind the lost
 	 * ones waited forever). */
 	int objects = fab_domain_nobjs(dom);
-	/* ... within half of the provider's receive queue: the rest is for
-	 * the data receives and the handshakes. CTS take every rail. */
-	size_t rx = dom->info->rx_attr ? dom->info->rx_attr->size : 0;
+	/* ... within half of the provider's receive queue. CTS take every rail. */
 	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
-	int cap = rx >= 4 * PROTO_CTS_POOL ? (int)(rx / 2) : PROTO_CTS_POOL;
 	for (int i = 0; i < s->c.nrails; i++)
-		if (fab_ep_rx_pool_reserve(s->c.rails[i], PROTO_POOL_CTS, want < cap ? want : cap))
+		if (pool_reserve_share(s->c.rails[i], PROTO_POOL_CTS, PROTO_CTS_POOL, want, 2))
 			FAB_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
 				 "for %d connections; CTS messages may wait for a free one", i, objects);
 	op_init(&s->out_op, send_out_done, s, 0);

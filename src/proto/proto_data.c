@@ -53,12 +53,6 @@ static void req_reset(struct proto_req *r, int n)
 	atomic_store(&r->status, ncclSuccess);
 }
 
-/* First failure wins; later ones keep their WARN lines but not the result. */
-static void req_fail(struct proto_req *r, ncclResult_t res)
-{
-	int expected = ncclSuccess;
-	atomic_compare_exchange_strong(&r->status, &expected, (int)res);
-}
 
 static ncclResult_t classify_error(int err)
 {
@@ -93,7 +87,7 @@ static void op_finish(struct proto_comm *c, struct fab_op *op)
 static void recv_abandon(struct proto_recv_req *q)
 {
 	struct proto_req *r = &q->h;
-	req_fail(r, ncclSystemError);
+	proto_req_fail(r, ncclSystemError);
 	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
 	for (int k = q->cursor; k < r->n; k++) {
 		fab_buf_put(r->comm->dev->dom, q->bounce[k]);
@@ -126,7 +120,7 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 q->how == PROTO_SEND_RMA ? "RMA write" : "send", q->size);
 			cq_warn(op, err, what, container_of(c, struct proto_send, c)->peer_text);
 		}
-		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+		proto_req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
@@ -232,7 +226,6 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 	if (q) {
 		req_reset(r, 1);
 		r->nops = 1;
-		r->rails = (uint8_t)(1u << rail);
 		q->size = size;
 		q->abort_size = 0;
 		q->op.complete = send_done;
@@ -254,7 +247,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 				 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
 				 "NCCL_ALGO/buffer settings",
 				 size, s->peer_text, tag, (unsigned long long)cts.size);
-			req_fail(r, ncclInvalidUsage);
+			proto_req_fail(r, ncclInvalidUsage);
 			q->abort_size = size;
 		}
 		rc = send_post(s, q, rail, data, mr ? mr->desc : NULL,
@@ -314,14 +307,14 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			 "nothing was written past the buffer. Both ranks must run the same NCCL "
 			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, what, q->posted[i], q->tags[i]);
-		req_fail(&q->h, ncclInvalidUsage);
+		proto_req_fail(&q->h, ncclInvalidUsage);
 	} else if (e && bounce && e->len > q->posted[i]) {
 		FAB_WARN(NCCL_NET,
 			 "receive from %s: a message of %zu bytes arrived for a buffer of %zu bytes "
 			 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the "
 			 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, (size_t)e->len, q->posted[i], q->tags[i]);
-		req_fail(&q->h, ncclInvalidUsage);
+		proto_req_fail(&q->h, ncclInvalidUsage);
 	} else if (e) {
 		if (bounce && e->len)
 			memcpy(q->data[i], bounce->mem, e->len);
@@ -354,7 +347,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
 			cq_warn(op, err, what, r->peer_text);
 		}
-		req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+		proto_req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
 	}
 	fab_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
@@ -435,14 +428,12 @@ static void recv_cts_failed(struct proto_recv_req *q)
 	FAB_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
 		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
 		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
-	req_fail(&q->h, classify_error(q->cts_err));
-	for (int i = 0; i < c->nrails; i++)
-		pthread_mutex_lock(&c->rails[i]->cq_lock);
+	proto_req_fail(&q->h, classify_error(q->cts_err));
+	proto_comm_lock_rails(c);
 	for (int i = 0; i < q->h.n; i++)
 		if (atomic_load(&q->ops[i].posted))
 			fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
-	for (int i = c->nrails - 1; i >= 0; i--)
-		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+	proto_comm_unlock_rails(c);
 }
 
 /* Posts what is not posted yet: each buffer's tagged receive on its rail,
@@ -525,7 +516,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	bool rma = dev->dom->rma_write;
 	req_reset(r, n);
 	r->nops = n + 1; /* a receive per buffer, and the CTS */
-	r->rails = 0;
 	q->cts_sent = false;
 	q->cursor = 0;
 	atomic_store(&q->sunk, 0);
@@ -558,7 +548,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->rail[i] = (uint8_t)proto_seq_rail(seq, c->nrails);
-		r->rails |= (uint8_t)(1u << q->rail[i]);
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = fab_buf_get(dev->dom);
@@ -620,15 +609,6 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 
 static int flush_post(struct proto_recv_req *q);
 
-/* Progresses every rail of the request's comm, not only the rails of its own
- * operations: a CTS or a connection handshake of a later request may be
- * waiting on another rail, and NCCL tests the oldest request first. */
-static int req_progress(struct proto_req *r)
-{
-	int n = proto_comm_progress(r->comm);
-	return n < 0 ? n : 0;
-}
-
 ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 {
 	struct proto_req *r = request;
@@ -641,7 +621,7 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		int rc = flush_post(container_of(r, struct proto_recv_req, h));
 		if (rc && rc != -FI_EAGAIN) {
 			FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
-			req_fail(r, ncclSystemError);
+			proto_req_fail(r, ncclSystemError);
 			atomic_fetch_add(&r->ncomplete, 1);
 			r->nposted = 1;
 		}
@@ -663,7 +643,10 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		}
 	}
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		if (req_progress(r) < 0)
+		/* every rail of the comm, not only this request's: a CTS or a
+		 * handshake of a later request may wait on another rail, and NCCL
+		 * tests the oldest request first */
+		if (proto_comm_progress(r->comm) < 0)
 			return ncclSystemError;
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
@@ -714,7 +697,7 @@ static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			fab_cq_error_text(c->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
 		}
-		req_fail(&q->h, ncclSystemError);
+		proto_req_fail(&q->h, ncclSystemError);
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
@@ -726,7 +709,6 @@ static int flush_post(struct proto_recv_req *q)
 	struct proto_comm *c = q->h.comm;
 	struct fab_domain *dom = c->dev->dom;
 	q->ops[0].ep = c->ep;
-	q->h.rails = 1;
 	atomic_store(&q->ops[0].posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 	ssize_t rc = fab_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
