@@ -243,6 +243,8 @@ static void plugin_free(struct fab_plugin *p)
 		fab_domain_close(p->devs[d].dom);
 		p->devs[d].dom = NULL;
 		pthread_mutex_destroy(&p->devs[d].open_lock);
+		if (p->devs[d].directed_info)
+			fi_freeinfo(p->devs[d].directed_info);
 	}
 	fab_discovery_free(&p->disc);
 	fab_cuda_close();
@@ -338,6 +340,11 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		 * have worse attributes (shm's has inject size 0). */
 		dev->info = dev->hmem ? dev->choice.hmem_info :
 			    dev->choice.host_info ? dev->choice.host_info : dev->choice.hmem_info;
+		/* Directed receives: a connection's data receives then match only
+		 * its peer, so another process cannot fill them by guessing tags. */
+		dev->directed_info = fab_info_with_caps(dev->info, FI_DIRECTED_RECV);
+		if (dev->directed_info)
+			dev->info = dev->directed_info;
 		unsigned bits = fab_policy_tag_bits(dev->info->ep_attr->mem_tag_format);
 		proto_tag_layout_init(&dev->layout, bits);
 		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);

@@ -55,6 +55,7 @@ struct fab_device {
 	int index;
 	struct fab_dev_choice choice;
 	const struct fi_info *info;   /* the entry endpoints are opened with */
+	struct fi_info *directed_info;/* info asked again with FI_DIRECTED_RECV (owned), or NULL */
 	bool hmem;                    /* GPU buffers go to this device */
 	struct fab_props props;
 	char pci_path[PATH_MAX];

@@ -217,6 +217,13 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				rma ? "one tagged send after the clear-to-send (RMA writes possible: "
 				      "NCCL_FABRIC_RMA=1)" :
 				      "one tagged send after the clear-to-send (no RMA writes with CQ data)");
+			fprintf(out, "     faults: a silent peer is pinged after 1 s and declared gone after "
+				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s\n",
+				(long long)v->cfg->v[FAB_CFG_PEER_TIMEOUT].i,
+				(dev->info->caps & FI_DIRECTED_RECV) ?
+				"accept only the connection's peer (FI_DIRECTED_RECV)" :
+				"accept any source (the provider lacks FI_DIRECTED_RECV): only the tag "
+				"keeps other processes' messages out");
 		}
 		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
 			v->cfg->v[FAB_CFG_HMEM].s);

@@ -70,6 +70,10 @@ int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d);
  * FI_OPT_FI_HMEM_P2P answers. Closes everything it opened. */
 void fab_probe_run(const struct fi_info *info, struct fab_probe *probe);
 void fab_discovery_free(struct fab_discovery *d);
+/* The same provider, fabric and domain as info, asked again with caps added
+ * (FI_DIRECTED_RECV, which nothing else needs and not every provider has):
+ * a new entry the caller frees, or NULL when the provider lacks them. */
+struct fi_info *fab_info_with_caps(const struct fi_info *info, uint64_t caps);
 
 /* ---- memory registration cache (fab_mr.c) ---- */
 
@@ -134,6 +138,7 @@ struct fab_domain {
 	bool hmem, rma;
 	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
 	bool serialize;             /* provider quirk, see fab_domain_open */
+	bool directed;              /* FI_DIRECTED_RECV: receives can name their source */
 	int expected_cuda_rc;
 	int cq_batch;
 	char name[FAB_NAME_LEN];
@@ -243,7 +248,8 @@ struct fab_ep {
 	} *addrs;
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
-	bool has_thread;
+	bool has_thread, thread_busy;
+	_Atomic uint64_t last_read_ns; /* when a thread last read the CQ */
 #define FAB_EP_MAX_POOLS 2
 	struct fab_rx_pool *pools[FAB_EP_MAX_POOLS]; /* shared control receives, by start order */
 	int npools;
@@ -317,9 +323,12 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out);
 /* Stops its progress thread and closes the endpoint; no completion is
  * delivered after this. */
 void fab_ep_close(struct fab_ep *ep);
-/* A thread that reads the endpoint's completions while nobody else does, so
- * rails move data in parallel and a closed connection drains. */
-int fab_ep_start_progress_thread(struct fab_ep *ep);
+/* A thread that reads the endpoint's completions. busy: all the time, so
+ * rails move data in parallel. Otherwise only when no other thread has for
+ * FAB_EP_IDLE_NS: control messages (pings) are answered and a closed
+ * connection drains while NCCL calls nothing on this endpoint. */
+#define FAB_EP_IDLE_NS (50ULL * 1000000ULL)
+int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy);
 /* Reads up to cq_batch completions and dispatches them. Returns the number read
  * (0 when another thread is already reading) or a negative error. */
 int fab_ep_progress(struct fab_ep *ep);

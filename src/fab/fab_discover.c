@@ -59,6 +59,36 @@ int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d)
 	return fab_policy_select(d->attempts, d->nattempts, cfg, &d->sel) ? -FI_ENODATA : 0;
 }
 
+struct fi_info *fab_info_with_caps(const struct fi_info *info, uint64_t caps)
+{
+	struct fi_info *h = fi_allocinfo(), *got = NULL, *out = NULL;
+	if (!h)
+		return NULL;
+	h->caps = info->caps | caps;
+	h->mode = info->mode;
+	h->addr_format = info->addr_format;
+	h->ep_attr->type = info->ep_attr->type;
+	h->domain_attr->mr_mode = info->domain_attr->mr_mode;
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	h->domain_attr->name = info->domain_attr->name ? strdup(info->domain_attr->name) : NULL;
+	h->fabric_attr->prov_name = strdup(info->fabric_attr->prov_name);
+	h->fabric_attr->name = info->fabric_attr->name ? strdup(info->fabric_attr->name) : NULL;
+	h->tx_attr->op_flags = FI_COMPLETION;
+	h->rx_attr->op_flags = FI_COMPLETION;
+	uint32_t api = info->fabric_attr->api_version ? info->fabric_attr->api_version
+						      : FI_VERSION(1, 17);
+	if (fi_getinfo(api, NULL, NULL, 0, h, &got) == 0) {
+		for (struct fi_info *i = got; i && !out; i = i->next)
+			if ((i->caps & caps) == caps && i->addr_format == info->addr_format &&
+			    !strcmp(i->fabric_attr->prov_name, info->fabric_attr->prov_name) &&
+			    i->ep_attr->mem_tag_format == info->ep_attr->mem_tag_format)
+				out = fi_dupinfo(i);
+		fi_freeinfo(got);
+	}
+	fi_freeinfo(h);
+	return out;
+}
+
 void fab_discovery_free(struct fab_discovery *d)
 {
 	for (int a = 0; a < d->nattempts; a++) {

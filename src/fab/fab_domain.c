@@ -65,6 +65,7 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 		goto fail;
 	}
 	dom->mr_mode = dom->info->domain_attr->mr_mode;
+	dom->directed = (dom->info->caps & FI_DIRECTED_RECV) != 0;
 	/* Provider quirk: libfabric 1.17's shm loses messages (about 1 in 100
 	 * runs) when one thread posts while another reads the same endpoint's
 	 * CQ, though it claims FI_THREAD_SAFE. NCCL's one-process, many-GPU mode
@@ -102,8 +103,11 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 			goto fail;
 		dom->nep++;
 	}
-	for (int i = 0; attr->progress_threads && i < dom->nep; i++) {
-		rc = fab_ep_start_progress_thread(dom->eps[i]);
+	/* Every endpoint gets a thread: a busy one with progress threads, else
+	 * one that reads the CQ only when nobody has for a while, so the peers'
+	 * pings are answered while NCCL is busy elsewhere (PROTO_PING_NS). */
+	for (int i = 0; i < dom->nep; i++) {
+		rc = fab_ep_start_progress_thread(dom->eps[i], attr->progress_threads);
 		if (rc)
 			goto fail;
 	}

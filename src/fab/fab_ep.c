@@ -205,6 +205,7 @@ int fab_ep_progress(struct fab_ep *ep)
 
 	if (pthread_mutex_trylock(&ep->cq_lock))
 		return 0; /* another thread is reading this CQ; its completions serve us too */
+	atomic_store_explicit(&ep->last_read_ns, fab_now_ns(), memory_order_relaxed);
 	for (;;) {
 		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
 		if (n > 0) {
@@ -512,6 +513,13 @@ static void *progress_main(void *arg)
 {
 	struct fab_ep *ep = arg;
 	unsigned idle = 0;
+	while (!ep->thread_busy && atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
+		struct timespec ts = { 0, (long)FAB_EP_IDLE_NS };
+		nanosleep(&ts, NULL);
+		uint64_t last = atomic_load_explicit(&ep->last_read_ns, memory_order_relaxed);
+		if (fab_now_ns() - last >= FAB_EP_IDLE_NS)
+			(void)fab_ep_progress(ep);
+	}
 	while (atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
 		int n = fab_ep_progress(ep);
 		if (n > 0) {
@@ -530,7 +538,7 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-int fab_ep_start_progress_thread(struct fab_ep *ep)
+int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy)
 {
 	pthread_mutex_lock(&threads_lock);
 	if (threads_n == (int)FAB_ARRAY_SIZE(threads_eps)) {
@@ -544,6 +552,7 @@ int fab_ep_start_progress_thread(struct fab_ep *ep)
 	threads_eps[threads_n++] = ep;
 	pthread_mutex_unlock(&threads_lock);
 	atomic_store(&ep->thread_run, true);
+	ep->thread_busy = busy;
 	int rc = pthread_create(&ep->thread, NULL, progress_main, ep);
 	if (rc) {
 		threads_forget(ep);

@@ -45,10 +45,14 @@
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
 /* How long closeSend waits for the CTS its eager messages are owed. */
 #define PROTO_CLOSE_CTS_NS (2ULL * 1000000000ULL)
-/* A connection NCCL waits on that has seen no completion for this long asks
- * its peer whether it is still there (a ping the peer drops). A ping that
- * fails means the peer is gone: its operations end with ncclRemoteError. A
- * peer that is only slow or paused takes the ping and is never failed. */
+/* A connection NCCL waits on that has seen no sign of life from its peer for
+ * this long pings it, and again each interval; the peer's endpoint answers
+ * with a pong (a thread reads every idle endpoint, so a peer busy elsewhere
+ * still answers). No answer for NCCL_FABRIC_PEER_TIMEOUT, or a ping the
+ * provider fails: the peer is gone and the comm's operations end with
+ * ncclRemoteError. This catches a dead process on every provider (shm
+ * delivers into a dead process's queue without an error), a cut link (tcp
+ * takes the ping into the kernel's buffer) and a peer that closed its end. */
 #define PROTO_PING_NS (1ULL * 1000000000ULL)
 
 
@@ -67,12 +71,14 @@ struct proto_comm {
 	struct fab_freelist reqs;  /* free requests of this comm */
 	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
 	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
+	uint64_t secret;           /* the connection's, in its control messages (proto_msg) */
 	/* liveness: see PROTO_PING_NS */
-	_Atomic uint64_t last_ns;  /* last completion of this comm (or last good ping) */
-	struct fab_op ping_op;
-	uint64_t ping_msg;
-	uint64_t ping_ns;          /* when the outstanding ping was posted */
-	uint64_t unreachable_ns;   /* since when pings cannot even be posted (0: they can) */
+	_Atomic uint64_t last_ns;  /* last sign of life: a completion of this comm, or a pong */
+	struct fab_op ping_op, pong_op;
+	struct proto_ping ping_msg, pong_msg;
+	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
+	uint64_t ping_ns;          /* when the last ping was posted */
+	uint64_t probe_ns;         /* since when pings go unanswered (0: not probing) */
 	atomic_int dead;           /* the FI_* error that showed the peer is gone, or 0 */
 	atomic_bool dead_handled;  /* its operations were failed and cancelled */
 	const char *peer_text;     /* for messages (the kind's own buffer) */
@@ -174,6 +180,7 @@ struct proto_send {
 struct proto_recv {
 	struct proto_comm c;
 	fi_addr_t peer[PROTO_MAX_RAILS];
+	fi_addr_t src[PROTO_MAX_RAILS]; /* data receives' source: the peer (directed), or any */
 	uint32_t id;
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */

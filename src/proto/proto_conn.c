@@ -68,6 +68,8 @@ static void recv_fini(struct proto_comm *c)
 static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index);
 static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err);
+static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err);
 
 static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
 		     struct fab_domain *dom, size_t size, int nrails)
@@ -82,6 +84,8 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 		c->rails[i] = dom->eps[i];
 	atomic_init(&c->pending, 0);
 	op_init(&c->ping_op, ping_done, c, 0);
+	op_init(&c->pong_op, pong_done, c, 0);
+	atomic_flag_clear(&c->alive_busy);
 	atomic_init(&c->last_ns, fab_now_ns());
 	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
@@ -162,6 +166,7 @@ void proto_comm_unlock_rails(struct proto_comm *c)
 void proto_comm_cancel_locked(struct proto_comm *c)
 {
 	cancel_op(c, &c->ping_op);
+	cancel_op(c, &c->pong_op);
 	switch (c->kind) {
 	case PROTO_LISTEN:
 		break; /* nothing posted: requests come through the endpoint's pool */
@@ -298,13 +303,60 @@ static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 {
 	struct proto_comm *c = op->owner;
 	FAB_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
-		  err ? fi_strerror(err->err) : "delivered");
-	if (err && err->err != FI_ECANCELED) {
+		  err ? fi_strerror(err->err) : "sent");
+	/* delivered says nothing (tcp takes it into the kernel's buffer even
+	 * over a cut link): only the pong does; a failed one says the peer is gone */
+	if (err && err->err != FI_ECANCELED)
 		comm_mark_dead(c, err->err ? err->err : FI_EIO);
-	} else if (!err) {
-		atomic_store(&c->last_ns, fab_now_ns());
-	}
 	op_done(c, op);
+}
+
+static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err)
+{
+	op_done(op->owner, op);
+}
+
+/* A ping or pong for the object `id` of this domain, from the CTS pool of
+ * rail 0 (CQ lock held). Checked like every control message: the addressee
+ * must be a connection whose peer is from_id, and the secret its own. */
+static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_t id)
+{
+	struct fab_domain *dom = ep->dom;
+	const struct proto_ping *m = msg;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_comm *c = fab_domain_lookup_locked(dom, id);
+	bool conn = c && c->magic == PROTO_COMM_MAGIC && (c->kind == PROTO_SEND || c->kind == PROTO_RECV);
+	if (!conn) {
+		/* closed meanwhile (or never ours): the peer's pings go unanswered */
+		pthread_mutex_unlock(&dom->id_lock);
+		return;
+	}
+	if (len != sizeof(*m) || m->magic != PROTO_PING_MAGIC || !c->ping_id ||
+	    m->from_id != c->ping_id || m->secret != c->secret ||
+	    (m->type != PROTO_PING && m->type != PROTO_PONG)) {
+		pthread_mutex_unlock(&dom->id_lock);
+		atomic_fetch_add(&ep->dropped, 1);
+		FAB_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
+				 "(%zu bytes)", c->kind == PROTO_SEND ? "to" : "from",
+				 c->peer_text ? c->peer_text : "?", len);
+		return;
+	}
+	if (m->type == PROTO_PONG) {
+		atomic_store(&c->last_ns, fab_now_ns());
+	} else if (!atomic_load(&c->pong_op.posted)) {
+		/* (one pong in flight per connection: the peer pings again) */
+		c->pong_msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = PROTO_PONG,
+						   .from_id = c->reg.id, .secret = c->secret };
+		op_will_post(c, &c->pong_op);
+		ssize_t rc = fab_ep_tsend(c->ep, &c->pong_msg, sizeof(c->pong_msg), ctrl_desc(c),
+					  c->ping_peer,
+					  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+					  &c->pong_op.ctx);
+		if (rc)
+			op_not_posted(c, &c->pong_op);
+	}
+	pthread_mutex_unlock(&dom->id_lock);
 }
 
 /* The peer is gone: every request of the comm fails with ncclRemoteError,
@@ -332,7 +384,7 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		 "Failing %d pending request(s) with ncclRemoteError. The peer process probably died "
 		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
-		 err == FI_ETIMEDOUT ? "it could not be reached" : "a liveness ping failed",
+		 err == FI_ETIMEDOUT ? "no answer to liveness pings" : "a liveness ping failed",
 		 fi_strerror(err), (double)(fab_now_ns() - atomic_load(&c->last_ns)) / 1e9, n);
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
@@ -347,36 +399,40 @@ int proto_comm_alive(struct proto_comm *c)
 			comm_fail_all(c, dead);
 		return dead;
 	}
-	if (!c->ping_id)
+	if (!c->ping_id || atomic_flag_test_and_set(&c->alive_busy))
 		return 0;
-	uint64_t now = fab_now_ns();
-	if (atomic_load(&c->ping_op.posted)) {
-		/* a ping the provider neither delivers nor fails */
-		if (now - c->ping_ns > c->dev->peer_timeout_ns)
-			comm_mark_dead(c, FI_ETIMEDOUT);
-		return 0;
+	uint64_t now = fab_now_ns(), last = atomic_load(&c->last_ns);
+	if (now - last < PROTO_PING_NS || last > now) {
+		c->probe_ns = 0;
+		goto out;
 	}
-	if (now - atomic_load(&c->last_ns) < PROTO_PING_NS)
-		return 0;
+	if (!c->probe_ns || c->probe_ns < last)
+		c->probe_ns = now; /* pings from now on must be answered */
+	if (now - c->probe_ns > c->dev->peer_timeout_ns) {
+		comm_mark_dead(c, FI_ETIMEDOUT);
+		goto out;
+	}
+	if (atomic_load(&c->ping_op.posted) || now - c->ping_ns < PROTO_PING_NS)
+		goto out; /* (a ping the provider holds: the deadline above covers it) */
+	c->ping_msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = PROTO_PING,
+					   .from_id = c->reg.id, .secret = c->secret };
 	op_will_post(c, &c->ping_op);
 	c->ping_ns = now;
 	ssize_t rc = fab_ep_tsend(c->ep, &c->ping_msg, sizeof(c->ping_msg), ctrl_desc(c), c->ping_peer,
 				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
 				  &c->ping_op.ctx);
-	FAB_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without progress: %s",
-		  c->peer_text ? c->peer_text : "?", (double)(now - atomic_load(&c->last_ns)) / 1e9,
+	FAB_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
+		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
 		  rc ? fab_strerror((int)rc) : "posted");
 	if (rc) {
 		op_not_posted(c, &c->ping_op);
-		/* -FI_EAGAIN for this long: the provider cannot reach the peer (tcp;ofi_rxm
-		 * keeps reconnecting to a dead one) */
-		if (rc == -FI_EAGAIN && !c->unreachable_ns)
-			c->unreachable_ns = now;
-		if (rc != -FI_EAGAIN || now - c->unreachable_ns > c->dev->peer_timeout_ns)
-			comm_mark_dead(c, rc == -FI_EAGAIN ? FI_ETIMEDOUT : (int)-rc);
-	} else {
-		c->unreachable_ns = 0;
+		/* -FI_EAGAIN: tcp;ofi_rxm keeps reconnecting to a dead peer; the
+		 * deadline above ends it. Any other error ends it now. */
+		if (rc != -FI_EAGAIN)
+			comm_mark_dead(c, (int)-rc);
 	}
+out:
+	atomic_flag_clear(&c->alive_busy);
 	return 0;
 }
 
@@ -655,8 +711,10 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	uint32_t id = (uint32_t)tag;
 	struct fab_domain *dom = ep->dom;
 	struct fab_device *dev = arg;
-	if (((tag >> dev->layout.kind_shift) & 3) == PROTO_CTRL_PING)
-		return; /* a peer asking whether we are here: taking it is the answer */
+	if (((tag >> dev->layout.kind_shift) & 3) == PROTO_CTRL_PING) {
+		ping_handler(ep, msg, len, id);
+		return;
+	}
 	pthread_mutex_lock(&dom->id_lock);
 	struct proto_send *s = fab_domain_lookup_locked(dom, id);
 	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
@@ -667,12 +725,13 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	const struct proto_tag_layout *lay = &s->c.dev->layout;
 	if (len < offsetof(struct proto_cts, e) || m->count < 1 || m->count > PROTO_CTS_MAX ||
 	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0]) ||
+	    m->secret != s->c.secret ||
 	    (atomic_load(&s->state) == PROTO_READY && m->conn_id != s->remote_id)) {
 		/* (a CTS may overtake the ACCEPT: before it, the id is not known) */
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a malformed CTS (%zu bytes)",
-				 s->peer_text, len);
+		FAB_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a CTS that is malformed or not "
+				 "from its peer (%zu bytes)", s->peer_text, len);
 		return;
 	}
 	uint32_t mask = proto_tag_seq_mask(lay);
@@ -781,6 +840,8 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	s->out.type = PROTO_MSG_CONNECT;
 	s->out.id = s->reply_id;
 	s->out.nonce = h->nonce;
+	s->c.secret = random_u64();
+	s->out.secret = s->c.secret;
 	s->out.prov_hash = dev->prov_hash;
 	s->out.nrails = (uint8_t)s->c.nrails;
 	for (int i = 0; i < s->c.nrails; i++) {
@@ -805,7 +866,8 @@ static ncclResult_t send_advance(struct proto_send *s)
 
 	if (!s->in_posted) {
 		op_will_post(&s->c, &s->in_op);
-		rc = fab_ep_trecv(ep, &s->in, sizeof(s->in), ctrl_desc(&s->c), FI_ADDR_UNSPEC,
+		rc = fab_ep_trecv(ep, &s->in, sizeof(s->in), ctrl_desc(&s->c),
+				  ep->dom->directed ? s->peer[0] : FI_ADDR_UNSPEC,
 			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, s->reply_id), 0, &s->in_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->in_op);
@@ -1066,7 +1128,10 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 				return ncclSuccess;
 			}
 		}
+		for (int i = 0; i < r->c.nrails; i++)
+			r->src[i] = dom->directed ? r->peer[i] : FI_ADDR_UNSPEC;
 		r->id = r->c.reg.id;
+		r->c.secret = req.secret;
 		r->ack.type = PROTO_MSG_ACCEPT;
 		r->ack.id = r->id;
 		r->ack.nonce = req.nonce;

@@ -326,7 +326,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			/* closing: the sender may still send this one; let it drain */
 			fab_buf_put(c->dev->dom, bounce);
 			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
-					      r->sink_mr ? r->sink_mr->desc : NULL, FI_ADDR_UNSPEC,
+					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[q->rail[i]],
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
 				atomic_fetch_or(&q->sunk, 1ULL << i);
@@ -451,10 +451,13 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		struct fab_buf *b = q->bounce[i];
-		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc,
-					      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx) :
-				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], q->desc[i],
-					      FI_ADDR_UNSPEC, q->wire[i], ignore, &op->ctx);
+		/* from the peer only, where the provider can (directed receives):
+		 * another process cannot fill it by guessing the tag */
+		fi_addr_t src = r->src[q->rail[i]];
+		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
+					      q->wire[i], ignore, &op->ctx) :
+				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], q->desc[i], src,
+					      q->wire[i], ignore, &op->ctx);
 		if (rc) {
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
@@ -523,6 +526,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	atomic_store(&q->rma_done, 0);
 	q->cts.count = (uint32_t)n;
 	q->cts.conn_id = rc_->id;
+	q->cts.secret = c->secret;
 	atomic_store(&q->cts_failed_ns, 0);
 	q->cts_op.complete = recv_cts_done;
 	q->cts_op.owner = q;

@@ -19,7 +19,7 @@
 #include "fab/fab.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 2 /* 2: per-message rails, eager sends, RMA writes */
+#define PROTO_VERSION 3 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong */
 
 struct proto_handle {
 	uint32_t magic;
@@ -59,10 +59,14 @@ struct proto_msg {
 	uint8_t alen[PROTO_MAX_RAILS]; /* length of each rail's address */
 	uint64_t nonce;
 	uint64_t prov_hash;
+	/* CONNECT: the connection's secret, chosen by the connector. Every later
+	 * control message of the connection (CTS, ping, pong) carries it; one
+	 * without it is dropped, so nobody but the two ends can speak for it. */
+	uint64_t secret;
 	uint8_t addr[PROTO_MAX_RAILS][FAB_ADDR_MAX]; /* the sender's rail endpoints */
 	uint64_t checksum;
 };
-_Static_assert(sizeof(struct proto_msg) == 752, "control message layout");
+_Static_assert(sizeof(struct proto_msg) == 760, "control message layout");
 
 /* Clear to send: what a receive posted, one per irecv. A sender with a
  * message above the eager limit waits for it, so it never hands the provider
@@ -83,10 +87,26 @@ struct proto_cts_entry {
 struct proto_cts {
 	uint32_t count;
 	uint32_t conn_id; /* the receiving connection, for sanity checks */
+	uint64_t secret;  /* the connection's (see proto_msg) */
 	struct proto_cts_entry e[PROTO_CTS_MAX];
 };
 _Static_assert(sizeof(struct proto_cts_entry) == 40, "CTS entry layout");
-_Static_assert(sizeof(struct proto_cts) == 328, "CTS layout");
+_Static_assert(sizeof(struct proto_cts) == 336, "CTS layout");
+
+/* Liveness: a connection waiting on its peer pings it; the peer answers with
+ * a pong to the pinging object. Both go to the CTS pool of rail 0 (control
+ * kind PING, tag id = the addressee) and must name the addressee's peer
+ * (from_id) and carry the connection's secret. */
+#define PROTO_PING_MAGIC 0x474e4950u /* "PING" */
+enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2 };
+struct proto_ping {
+	uint32_t magic;
+	uint32_t type;     /* enum proto_ping_type */
+	uint32_t from_id;  /* the sending object's id: the addressee's peer */
+	uint32_t reserved;
+	uint64_t secret;
+};
+_Static_assert(sizeof(struct proto_ping) == 24, "ping layout");
 
 /* Remote CQ data of an RMA write: which buffer of which connection is full,
  * and how many bytes were written. 64 bits: size 32 | slot 8 | conn id 24. */

@@ -58,11 +58,11 @@ static int test_layout(void)
 	CHECK(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE);
 	CHECK_EQ(offsetof(struct proto_handle, checksum), 120);
 	CHECK_EQ(offsetof(struct proto_handle, addr), 32);
-	CHECK_EQ(sizeof(struct proto_msg), 752);
-	CHECK_EQ(offsetof(struct proto_msg, checksum), 744);
+	CHECK_EQ(sizeof(struct proto_msg), 760);
+	CHECK_EQ(offsetof(struct proto_msg, checksum), 752);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 2);
+	CHECK_EQ(PROTO_VERSION, 3);
 	struct proto_handle h;
 	good_handle(&h);
 	uint32_t first;
@@ -278,7 +278,7 @@ static int test_msg_bad(void)
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		why[0] = '\0';
 		CHECK_EQ(proto_msg_check(&m, lens[i], why, sizeof(why)), -1);
-		CHECK_STR_CONTAINS(why, "expected 752");
+		CHECK_STR_CONTAINS(why, "expected 760");
 	}
 
 	static const uint8_t bad_types[] = { 0, 4, 0x80, 0xff };
@@ -321,7 +321,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 2");
+	CHECK_STR_CONTAINS(why, "expected 3");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
@@ -403,7 +403,7 @@ static int test_imm(void)
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot and size"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
-	TEST_ENTRY(test_layout, "handle is 128 bytes, message 752, checksum last"),
+	TEST_ENTRY(test_layout, "handle is 128 bytes, message 760, checksum last"),
 	TEST_ENTRY(test_handle_roundtrip, "encode/check round trip, longest address, unaligned buffer"),
 	TEST_ENTRY(test_handle_every_byte, "every single-byte corruption of a handle is rejected"),
 	TEST_ENTRY(test_handle_fields, "resealed bad version/addr_len/listen id/provider rejected with reason"),

@@ -17,7 +17,7 @@
 #define MiB ((size_t)1024 * 1024)
 
 /* How long a survivor may take to see the death: the plugin pings after 1 s
- * without progress; the rest is the provider noticing the closed socket. */
+ * without a sign of life and gives up after NCCL_FABRIC_PEER_TIMEOUT (8 s). */
 #define CK_DEATH_BOUND_S 15.0
 
 static int link_0to1(ck_t *ck, void **sc, void **rc)
@@ -46,6 +46,65 @@ static int wait_result(ck_t *ck, void *req, double bound, ncclResult_t *res, int
 	return FH_OK;
 }
 
+/* What a survivor does: rank 0 sends a message that waits for its
+ * clear-to-send, rank 1 posts a receive; each must end with an error and a
+ * WARN within the bound, and the broken connection must close. */
+static int ck_expect_peer_error(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size_t len,
+				const char *what)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	fh_buf_t b = *bp;
+	double bound = CK_DEATH_BOUND_S * r->timeout_mult;
+	unsigned long warns = fh_log_warn_count();
+	ncclResult_t res = ncclSuccess;
+	int done = 0;
+	double secs = 0;
+	if (me == 1) {
+		void *req = NULL;
+		fh_stage(r, "receive posted: %s", what);
+		void *data[1] = {b.ptr};
+		size_t sz[1] = {len};
+		int tags[1] = {CK_TAG};
+		void *mhs[1] = {b.mh};
+		if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mhs, &req), "irecv()"))
+			return FH_FAIL;
+		if (!req)
+			return fh_fail(r, "irecv() returned a NULL request");
+		if (wait_result(ck, req, bound, &res, &done, &secs))
+			return FH_FAIL;
+	} else {
+		fh_stage(r, "isend of %zu bytes: %s", len, what);
+		double start = fh_now(), until = start + bound;
+		unsigned idle = 0;
+		void *req = NULL;
+		for (;;) {
+			res = fh_net_isend(net, sc, b.ptr, len, CK_TAG, b.mh, &req);
+			if (res != ncclSuccess || req)
+				break;
+			if (fh_now() > until)
+				return fh_fail(r, "isend() kept returning a NULL request for %.0f s after "
+						  "the peer was lost", bound);
+			fh_relax(&idle);
+		}
+		if (res == ncclSuccess && req && wait_result(ck, req, bound - (fh_now() - start), &res,
+							     &done, &secs))
+			return FH_FAIL;
+		secs = fh_now() - start;
+	}
+	if (res == ncclSuccess)
+		return fh_fail(r, "the operation completed with ncclSuccess although %s", what);
+	if (fh_log_warn_count() == warns)
+		return fh_fail(r, "%s without a WARN", fh_result_str(res));
+	fh_note(r, "%s: %s after %.2f s", what, fh_result_str(res), secs);
+	/* closing the broken connection must not hang either */
+	if (ck_ok(ck, me == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rc), "close"))
+		return FH_FAIL;
+	return FH_OK;
+}
+
+
 /* arg 0: the receiver waits on an idle receive, the sender dies.
  * arg 1: the sender waits for a large message's clear-to-send, the receiver dies. */
 static int ck_peer_death(ck_t *ck)
@@ -53,18 +112,10 @@ static int ck_peer_death(ck_t *ck)
 	fh_rank_t *r = ck->r;
 	fh_net_t *net = ck->net;
 	int me = r->rank;
-	/* The plugin learns of a dead peer from the provider failing a ping
-	 * (tcp: the kernel resets the dead process's sockets). Shared-memory
-	 * providers deliver into a dead process's queue without an error, and
-	 * rxd over udp completes sends without the peer: not detected yet
-	 * (issue 10), reported as such rather than hanging. */
-	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
-	const char *prov = tools && tools->provider ? tools->provider() : "";
-	if (!strcmp(prov, "shm") || !strcmp(prov, "sm2") || strstr(prov, "ofi_rxd"))
-		return fh_skip(r, "dead-peer detection over %s is not implemented yet: a ping to a "
-				  "dead process completes without an error", prov);
+	/* The plugin learns of a dead peer from pings that go unanswered (or
+	 * that the provider fails): the same on every provider, shared memory
+	 * included, where a send into a dead process's queue completes. */
 	int victim = ck->c->arg == 0 ? 0 : 1;
-	double bound = CK_DEATH_BOUND_S * r->timeout_mult;
 	void *sc = NULL, *rc = NULL;
 	if (link_0to1(ck, &sc, &rc))
 		return FH_FAIL;
@@ -80,51 +131,64 @@ static int ck_peer_death(ck_t *ck)
 		fh_stage(r, "dying without closing anything");
 		fh_rank_die(r, "died on purpose");
 	}
-	unsigned long warns = fh_log_warn_count();
-	ncclResult_t res = ncclSuccess;
-	int done = 0;
-	double secs = 0;
-	if (me == 1) {
-		void *req = NULL;
-		fh_stage(r, "receive posted, the sender is dead");
-		void *data[1] = {b.ptr};
-		size_t sz[1] = {len};
-		int tags[1] = {CK_TAG};
-		void *mhs[1] = {b.mh};
-		if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mhs, &req), "irecv()"))
-			return FH_FAIL;
-		if (!req)
-			return fh_fail(r, "irecv() returned a NULL request");
-		if (wait_result(ck, req, bound, &res, &done, &secs))
-			return FH_FAIL;
-	} else {
-		fh_stage(r, "isend of %zu bytes waiting for a dead receiver", len);
-		double start = fh_now(), until = start + bound;
-		unsigned idle = 0;
-		void *req = NULL;
-		for (;;) {
-			res = fh_net_isend(net, sc, b.ptr, len, CK_TAG, b.mh, &req);
-			if (res != ncclSuccess || req)
-				break;
-			if (fh_now() > until)
-				return fh_fail(r, "isend() kept returning a NULL request for %.0f s after "
-						  "the receiver died", bound);
-			fh_relax(&idle);
-		}
-		if (res == ncclSuccess && req && wait_result(ck, req, bound - (fh_now() - start), &res,
-							     &done, &secs))
-			return FH_FAIL;
-		secs = fh_now() - start;
-	}
-	if (res == ncclSuccess)
-		return fh_fail(r, "the operation completed with ncclSuccess although the peer died");
-	if (fh_log_warn_count() == warns)
-		return fh_fail(r, "%s without a WARN", fh_result_str(res));
-	fh_note(r, "%s after %.2f s", fh_result_str(res), secs);
-	/* closing the broken connection must not hang either */
-	if (ck_ok(ck, me == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rc), "close"))
+	return ck_expect_peer_error(ck, sc, rc, &b, len, me == 1 ? "the sender died" :
+						      "the receiver died");
+}
+
+/* Two ranks in two network namespaces joined by a veth pair (CK_NETNS_PAIR)
+ * stream checked data; then rank 0 cuts the link (arg 0: sets its end down,
+ * arg 1: deletes the pair). Neither process dies and the kernel resets
+ * nothing: tcp takes every send into its buffer. Both sides must still end
+ * their operations with an error and a WARN within the bound, close, and
+ * finalize cleanly. */
+static int ck_link_cut(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	if (!ck->netns)
+		return fh_skip(r, "%s", ck->netns_why);
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	const char *prov = tools && tools->provider ? tools->provider() : "";
+	if (!strcmp(prov, "shm") || !strcmp(prov, "sm2"))
+		return fh_skip(r, "%s moves data through shared memory: there is no link to cut", prov);
+	void *sc = NULL, *rc = NULL;
+	if (link_0to1(ck, &sc, &rc))
 		return FH_FAIL;
-	return FH_OK;
+	/* the link works: a stream of checked messages first */
+	enum { N = 8 };
+	size_t sizes[N];
+	uint64_t seeds[N];
+	for (int i = 0; i < N; i++) {
+		sizes[i] = ck_cap(ck, (size_t)(i + 1) * 64 * KiB);
+		seeds[i] = ck_seed(ck, 0, 1, 11, i);
+	}
+	ck_side_t side, *sp = &side;
+	if (me == 0 ? ck_side_send(ck, &side, sc, N, sizes, seeds, CK_TAG)
+		    : ck_side_recv(ck, &side, rc, N, sizes, 0, seeds, CK_TAG))
+		return FH_FAIL;
+	if (ck_sides_run(ck, &sp, 1, 2) || ck_side_verify(ck, &side, "before the cut") ||
+	    ck_side_release(ck, &side))
+		return FH_FAIL;
+	size_t len = ck_cap(ck, 1 * MiB);
+	fh_buf_t b;
+	if (fh_buf_alloc(&b, len, 0))
+		return fh_fail(r, "cannot map a buffer");
+	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
+		return FH_FAIL;
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	const char *how = ck->c->arg == 0 ? "link set dev " CK_LINK_IFACE " down"
+					  : "link del " CK_LINK_IFACE;
+	if (me == 0) {
+		fh_stage(r, "cutting the link: ip %s", how);
+		if (ck_ip("%s", how))
+			return fh_fail(r, "ip %s failed", how);
+	}
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	return ck_expect_peer_error(ck, sc, rc, &b, len, ck->c->arg == 0 ? "the link is down" :
+									 "the link is gone");
 }
 
 /* The sender is stopped (SIGSTOP) for longer than the liveness interval and
@@ -234,6 +298,11 @@ static const ck_case_t ck_faults[] = {
 	{"stale-handle", "connect through the handle of a closed listen comm fails within 5 s "
 			 "(REJECT), then a good connection works",
 	 2, ALLV, 0, 40, ck_stale_handle, 0},
+	{"link-cut/down", "two namespaces joined by veth; after checked traffic one end is set "
+			  "down: both sides fail with a WARN within 15 s, close and finalize",
+	 2, ALLV, CK_NETNS_PAIR, 60, ck_link_cut, 0},
+	{"link-cut/delete", "as link-cut/down, but the veth pair is deleted",
+	 2, ALLV, CK_NETNS_PAIR, 60, ck_link_cut, 1},
 	{"peer-pause", "the sender is stopped for 3 s (SIGSTOP) and resumed: not declared dead, "
 		       "the data arrives",
 	 2, ALLV, 0, 40, ck_peer_pause, 0},

@@ -13,6 +13,9 @@
 
 #define CK_OWN_LOAD 0x1u /* the case dlopens the plugin itself */
 #define CK_NETNS 0x2u    /* ranks share a private network namespace, if one can be made */
+#define CK_NETNS_PAIR 0x4u /* ranks 0 and 1 each in its own namespace, joined by a veth
+			      * pair (CK_LINK_IFACE): a link the case can cut */
+#define CK_LINK_IFACE "fabcut0"
 
 #define CK_DEFAULT_TIMEOUT_S 60.0
 #define CK_TAG 0x2a /* NCCL uses one tag per peer; any value will do */
@@ -46,7 +49,8 @@ typedef struct ck {
 	fh_props_t props;
 	const struct ck_opts *o;
 	const struct ck_case *c;
-	int netns; /* 1 when the ranks run in a private network namespace */
+	int netns; /* 1 when the ranks run in a private network namespace (or pair) */
+	char netns_why[160]; /* CK_NETNS_PAIR: why the pair could not be made */
 	ck_mem_t mem;
 } ck_t;
 
@@ -141,5 +145,10 @@ void ck_objs_new(const ck_objs_t *before, const ck_objs_t *now, ck_objs_t *out);
 int ck_handlers_check(const ck_objs_t *gone, char *msg, size_t len);
 /* Join a private network namespace with the other ranks (best effort). */
 int ck_netns_enter(ck_t *ck);
+/* CK_NETNS_PAIR (best effort: ck->netns 0 and netns_why say why not). Sets
+ * FI_TCP_IFACE and friends to the link. Needs root and iproute2's ip. */
+int ck_netns_pair(ck_t *ck);
+/* Runs `ip args` in the rank's namespace, quietly; 0 on success. */
+int ck_ip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

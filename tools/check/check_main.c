@@ -47,6 +47,8 @@ static int ck_rank_body(fh_rank_t *r, void *arg)
 	ck.c = c;
 	if ((c->flags & CK_NETNS) && ck_netns_enter(&ck))
 		return FH_FAIL;
+	if ((c->flags & CK_NETNS_PAIR) && ck_netns_pair(&ck))
+		return FH_FAIL;
 
 	fh_net_t *net = NULL;
 	if (!(c->flags & CK_OWN_LOAD)) {
@@ -134,7 +136,7 @@ static void ck_usage(FILE *f)
 		"                     else <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
 		"  --provider NAME    set NCCL_FABRIC_PROVIDER=NAME (e.g. tcp, shm, udp)\n"
 		"  --versions LIST    table versions, e.g. 6,7,9-12 (default 6-12)\n"
-		"  --case GLOB[,GLOB] run only matching cases (repeatable)\n"
+		"  --case GLOB[,GLOB] run only matching cases (repeatable); ^GLOB leaves them out\n"
 		"  --list             list the cases and exit\n"
 		"  --loopback         set FI_TCP_IFACE/FI_UDP_IFACE/FI_SOCKETS_IFACE/FI_NET_IFACE=lo\n"
 		"                     when unset\n"
@@ -189,14 +191,21 @@ static int ck_add_globs(const char *s, char **globs, int *n)
 	return 0;
 }
 
+/* A glob selects the cases it matches; one starting with '^' leaves them out.
+ * With only exclusions, every other case runs. */
 static int ck_selected(const ck_case_t *c, char **globs, int nglobs)
 {
-	if (!nglobs)
-		return 1;
-	for (int i = 0; i < nglobs; i++)
-		if (!fnmatch(globs[i], c->name, 0))
-			return 1;
-	return 0;
+	int includes = 0, hit = 0;
+	for (int i = 0; i < nglobs; i++) {
+		if (globs[i][0] == '^') {
+			if (!fnmatch(globs[i] + 1, c->name, 0))
+				return 0;
+			continue;
+		}
+		includes++;
+		hit |= !fnmatch(globs[i], c->name, 0);
+	}
+	return !includes || hit;
 }
 
 static int ck_collect(const ck_case_t **out)

@@ -11,6 +11,7 @@
 #include <link.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,5 +216,84 @@ int ck_netns_enter(ck_t *ck)
 	if (orig >= 0)
 		close(orig);
 	ck->netns = verdict;
+	return FH_OK;
+}
+
+int ck_ip(const char *fmt, ...)
+{
+	char args[256], cmd[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "ip %s >/dev/null 2>&1", args);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Rank 1 makes its namespace first and tells rank 0 its pid; rank 0 makes
+ * its own and the veth pair with one end in each (the same name on both
+ * sides, so one FI_TCP_IFACE serves both), and each side brings its end up. */
+int ck_netns_pair(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int32_t pid = -1, ok = 0, peer_ok = 0;
+	const char *step = "unshare(CLONE_NEWNET)";
+	ck->netns = 0;
+	if (r->rank == 1) {
+		if (!unshare(CLONE_NEWNET))
+			pid = (int32_t)getpid();
+		if (fh_oob_send(r, 0, &pid, sizeof(pid)) || fh_oob_recv(r, 0, &peer_ok, sizeof(peer_ok)))
+			return FH_FAIL;
+		if (peer_ok) {
+			step = "configuring the link's end";
+			ok = !ck_ip("link set dev lo up") &&
+			     !ck_ip("addr add 10.231.7.2/24 dev " CK_LINK_IFACE) &&
+			     !ck_ip("link set dev " CK_LINK_IFACE " up");
+		}
+		if (fh_oob_send(r, 0, &ok, sizeof(ok)))
+			return FH_FAIL;
+		ok = ok && peer_ok;
+	} else if (r->rank == 0) {
+		if (fh_oob_recv(r, 1, &pid, sizeof(pid)))
+			return FH_FAIL;
+		if (pid > 0 && !unshare(CLONE_NEWNET)) {
+			step = "ip link add ... type veth (iproute2)";
+			ok = !ck_ip("link add " CK_LINK_IFACE " type veth peer name " CK_LINK_IFACE
+				    " netns %d", (int)pid) &&
+			     !ck_ip("link set dev lo up") &&
+			     !ck_ip("addr add 10.231.7.1/24 dev " CK_LINK_IFACE) &&
+			     !ck_ip("link set dev " CK_LINK_IFACE " up");
+		}
+		if (fh_oob_send(r, 1, &ok, sizeof(ok)) || fh_oob_recv(r, 1, &peer_ok, sizeof(peer_ok)))
+			return FH_FAIL;
+		if (ok && !peer_ok)
+			step = "configuring the other end";
+		ok = ok && peer_ok;
+	}
+	if (!ok) {
+		snprintf(ck->netns_why, sizeof(ck->netns_why),
+			 "two network namespaces joined by a veth pair could not be made (%s failed; "
+			 "needs root and iproute2)", step);
+		return FH_OK;
+	}
+	/* Wait until the link carries traffic: a provider enumerating interfaces
+	 * before that would not list it (and fall back to loopback). */
+	for (int i = 0; i < 300; i++) {
+		char state[16] = "";
+		FILE *f = fopen("/sys/class/net/" CK_LINK_IFACE "/operstate", "r");
+		if (f) {
+			if (!fgets(state, sizeof(state), f))
+				state[0] = '\0';
+			fclose(f);
+		}
+		if (!strncmp(state, "up", 2))
+			break;
+		usleep(10000);
+	}
+	/* the providers look for the interface by these names */
+	const char *vars[] = {"FI_TCP_IFACE", "FI_UDP_IFACE", "FI_SOCKETS_IFACE", "FI_NET_IFACE"};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		setenv(vars[i], CK_LINK_IFACE, 1);
+	ck->netns = 1;
 	return FH_OK;
 }
