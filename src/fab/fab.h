@@ -155,6 +155,7 @@ struct fab_domain {
 	pthread_mutex_t id_lock;    /* the id space below */
 	struct dlist ids[FAB_ID_BUCKETS];
 	uint32_t next_id;
+	uint64_t id_rng;            /* ids are drawn at random (fab_domain_register) */
 	int nids;
 };
 
@@ -166,8 +167,8 @@ void fab_buf_put(struct fab_domain *dom, struct fab_buf *b);
 
 /* Registers obj under a fresh id, unique among the domain's registered
  * objects, within mask and never 0. Returns the id, 0 when mask is exhausted.
- * Ids advance rather than being reused at once, so a late message for a
- * closed object finds nobody instead of its successor. */
+ * Ids are drawn at random: another process cannot guess them, and a late
+ * message for a closed object finds nobody rather than its successor. */
 uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32_t mask,
 			     void *owner);
 void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj);
@@ -250,7 +251,7 @@ struct fab_ep {
 	atomic_bool thread_run;
 	bool has_thread, thread_busy;
 	_Atomic uint64_t last_read_ns; /* when a thread last read the CQ */
-#define FAB_EP_MAX_POOLS 2
+#define FAB_EP_MAX_POOLS 3
 	struct fab_rx_pool *pools[FAB_EP_MAX_POOLS]; /* shared control receives, by start order */
 	int npools;
 	atomic_uint_fast64_t completions;

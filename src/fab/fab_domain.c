@@ -10,6 +10,7 @@
  */
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <string.h>
 #include <stddef.h>
 #include <unistd.h>
@@ -53,6 +54,9 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	for (int b = 0; b < FAB_ID_BUCKETS; b++)
 		dlist_init(&dom->ids[b]);
 	dom->next_id = 1;
+	if (getrandom(&dom->id_rng, sizeof(dom->id_rng), GRND_NONBLOCK) != sizeof(dom->id_rng))
+		dom->id_rng = fab_now_ns() ^ (uint64_t)(uintptr_t)dom;
+	dom->id_rng |= 1; /* xorshift never leaves 0 */
 	fab_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
 	dom->hmem = attr->hmem;
@@ -265,7 +269,18 @@ uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32
 {
 	pthread_mutex_lock(&dom->id_lock);
 	uint32_t id = 0;
-	for (uint64_t tries = 0; tries <= mask; tries++) {
+	/* Random ids: a process that guesses the ids in tags and CQ data
+	 * (connections' ids are small integers otherwise) hits nothing. Then a
+	 * scan, should the space be nearly full. */
+	for (int tries = 0; tries < 64 && !id; tries++) {
+		dom->id_rng ^= dom->id_rng << 13;
+		dom->id_rng ^= dom->id_rng >> 7;
+		dom->id_rng ^= dom->id_rng << 17;
+		uint32_t cand = (uint32_t)(dom->id_rng >> 11) & mask;
+		if (cand && !fab_domain_lookup_locked(dom, cand))
+			id = cand;
+	}
+	for (uint64_t tries = 0; !id && tries <= mask; tries++) {
 		uint32_t cand = dom->next_id & mask;
 		dom->next_id = cand + 1;
 		if (cand && !fab_domain_lookup_locked(dom, cand)) {

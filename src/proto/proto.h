@@ -34,7 +34,9 @@
 /* Control pools of each endpoint (fab_ep pools, in start order). */
 #define PROTO_POOL_CTS 0     /* CTS and pings, every rail */
 #define PROTO_POOL_CONNECT 1 /* connection requests, rail 0 */
+#define PROTO_POOL_ACCEPT 2  /* answers to our connection requests, rail 0 */
 #define PROTO_CONNECT_POOL 64
+#define PROTO_ACCEPT_POOL 8
 /* Connection requests queued per listen comm until accept takes them. */
 #define PROTO_LISTEN_INBOX 64
 /* CTS receives each endpoint keeps posted for all its send comms. */
@@ -152,11 +154,10 @@ struct proto_send {
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
-	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT */
-	struct fab_op out_op, in_op;
-	bool out_posted, in_posted;
-	atomic_int in_done, out_err, in_err;
-	size_t in_len;
+	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT (the ACCEPT pool fills it) */
+	struct fab_op out_op;
+	bool out_posted;
+	atomic_int in_done, out_err;
 	uint64_t start_ns;
 	/* pending-connect registry: NCCL calls connect again with the same handle */
 	struct dlist pending_link;

@@ -172,7 +172,6 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		break; /* nothing posted: requests come through the endpoint's pool */
 	case PROTO_SEND: {
 		struct proto_send *s = container_of(c, struct proto_send, c);
-		cancel_op(c, &s->in_op);
 		cancel_op(c, &s->out_op);
 		for (int i = 0; i < PROTO_SEND_REQS; i++)
 			cancel_op(c, &s->reqs[i].op);
@@ -551,10 +550,16 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	rj->msg.type = PROTO_MSG_REJECT;
 	rj->msg.reason = reason;
 	rj->msg.nonce = req->nonce;
+	rj->msg.secret = req->secret;
 	proto_msg_seal(&rj->msg);
 	if (fab_ep_tsend(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
 			 proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id), &rj->op.ctx))
 		reject_free(rj);
+}
+
+static uint32_t dom_addr_format(const struct fab_ep *ep)
+{
+	return ep->dom->info->addr_format;
 }
 
 static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
@@ -574,12 +579,31 @@ static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_
 				 dev->props.name, why);
 		return;
 	}
+	for (unsigned i = 0; i < m->nrails; i++) {
+		if (fab_addr_check(dom_addr_format(ep), m->addr[i], m->alen[i], why, sizeof(why))) {
+			atomic_fetch_add(&ep->dropped, 1);
+			FAB_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a connection request whose "
+					 "rail %u address cannot be used: %s", dev->props.name, i, why);
+			return;
+		}
+	}
 	uint32_t id = (uint32_t)tag;
 	struct fab_domain *dom = ep->dom;
 	pthread_mutex_lock(&dom->id_lock);
 	struct proto_listen *l = fab_domain_lookup_locked(dom, id);
 	uint32_t reason = PROTO_REJECT_NO_LISTENER;
 	if (l && l->c.magic == PROTO_COMM_MAGIC && l->c.kind == PROTO_LISTEN) {
+		/* checked here, not at accept: requests that cannot succeed never
+		 * take a place in the queue (a flood of them cannot lock out real ones) */
+		if (m->nonce != l->nonce) {
+			reason = PROTO_REJECT_NONCE;
+			atomic_fetch_add(&ep->dropped, 1);
+			goto out;
+		}
+		if (m->prov_hash != dev->prov_hash) {
+			reason = PROTO_REJECT_PROVIDER;
+			goto out;
+		}
 		pthread_mutex_lock(&l->inbox_lock);
 		if (l->inbox_n < PROTO_LISTEN_INBOX) {
 			l->inbox[(l->inbox_head + l->inbox_n) % PROTO_LISTEN_INBOX] = *m;
@@ -590,6 +614,7 @@ static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_
 		}
 		pthread_mutex_unlock(&l->inbox_lock);
 	}
+out:
 	pthread_mutex_unlock(&dom->id_lock);
 	if (reason != PROTO_REJECT_NONE)
 		send_reject(dev, ep, m, reason);
@@ -616,14 +641,15 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	}
 	l->id = l->c.reg.id;
 	l->nonce = random_u64();
-	/* Connection requests must find a posted receive (shm of 1.17 never
-	 * matches one that arrived before): the pool grows with the listen comms
-	 * open on the device, within a quarter of the provider's receive queue
-	 * (the CTS pool may take half). */
+	/* Connection requests should find a posted receive: the pool grows with
+	 * the listen comms open on the device, within an eighth of the
+	 * provider's receive queue (the CTS pool may take half, the answers'
+	 * pool a sixteenth; the data receives need the rest: shm has 1024 in
+	 * all, and many-comms/320 posts 640 of them). */
 	int listens = atomic_fetch_add(&listens_open[dev->index], 1) + 1;
 	l->counted = true;
 	if (pool_reserve_share(l->c.ep, PROTO_POOL_CONNECT, PROTO_CONNECT_POOL,
-			       PROTO_CONNECT_POOL + listens, 4))
+			       PROTO_CONNECT_POOL + listens, 8))
 		FAB_WARN(NCCL_NET, "listen: could not post more connection-request receives for %d "
 			 "listen comms; requests may wait for a free one", listens);
 	struct proto_handle h;
@@ -688,14 +714,31 @@ static void send_out_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_done(&s->c, op);
 }
 
-static void send_in_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
-			 const struct fi_cq_err_entry *err)
+/* Every answer to a connection request reaches rail 0's ACCEPT pool (so
+ * answers nobody waits for, forged or late, are drained, not left in the
+ * provider). The answer must carry the secret of our CONNECT, which only the
+ * listener saw. CQ lock held. */
+static void accept_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+			   uint64_t tag)
 {
-	struct proto_send *s = op->owner;
-	s->in_len = e ? e->len : 0;
-	atomic_store(&s->in_err, err ? err->err : 0);
-	atomic_store_explicit(&s->in_done, 1, memory_order_release);
-	op_done(&s->c, op);
+	struct fab_domain *dom = ep->dom;
+	const struct proto_msg *m = msg;
+	uint32_t id = (uint32_t)tag;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_send *s = fab_domain_lookup_locked(dom, id);
+	bool waiting = s && s->c.magic == PROTO_COMM_MAGIC && s->c.kind == PROTO_SEND &&
+		       atomic_load(&s->state) == PROTO_CONNECTING && !atomic_load(&s->in_done);
+	if (waiting && len == sizeof(*m) && m->secret == s->c.secret) {
+		memcpy(&s->in, m, sizeof(*m));
+		atomic_store_explicit(&s->in_done, 1, memory_order_release);
+		pthread_mutex_unlock(&dom->id_lock);
+		return;
+	}
+	pthread_mutex_unlock(&dom->id_lock);
+	atomic_fetch_add(&ep->dropped, 1);
+	FAB_WARN_LIMITED(NCCL_NET, "device %s: dropped an answer to a connection request that no "
+			 "connect of this process is waiting for, or that is not from its listener "
+			 "(%zu bytes, id %u)", dom->name, len, id);
 }
 
 static void send_free_list_init(struct proto_send *s);
@@ -779,6 +822,11 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
 					  0xffffffffULL, PROTO_CONNECT_POOL, sizeof(struct proto_msg),
 					  connect_handler, dev);
+	/* ... and the answers to this process's connection requests */
+	if (!rc && ep->index == 0)
+		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, 0),
+					  0xffffffffULL, PROTO_ACCEPT_POOL, sizeof(struct proto_msg),
+					  accept_handler, dev);
 	return rc;
 }
 
@@ -823,8 +871,12 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		if (pool_reserve_share(s->c.rails[i], PROTO_POOL_CTS, PROTO_CTS_POOL, want, 2))
 			FAB_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
 				 "for %d connections; CTS messages may wait for a free one", i, objects);
+	/* answers: room for every connect that may be waiting at once */
+	if (pool_reserve_share(s->c.ep, PROTO_POOL_ACCEPT, PROTO_ACCEPT_POOL,
+			       PROTO_ACCEPT_POOL + objects / 2, 16))
+		FAB_WARN(NCCL_NET, "connect: could not post more receives for connection answers "
+			 "(%d connections); an answer may wait for a free one", objects);
 	op_init(&s->out_op, send_out_done, s, 0);
-	op_init(&s->in_op, send_in_done, s, 0);
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
@@ -861,26 +913,9 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 static ncclResult_t send_advance(struct proto_send *s)
 {
 	struct fab_ep *ep = s->c.ep;
-	const struct proto_tag_layout *lay = &s->c.dev->layout;
 	ssize_t rc;
 
-	if (!s->in_posted) {
-		op_will_post(&s->c, &s->in_op);
-		rc = fab_ep_trecv(ep, &s->in, sizeof(s->in), ctrl_desc(&s->c),
-				  ep->dom->directed ? s->peer[0] : FI_ADDR_UNSPEC,
-			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, s->reply_id), 0, &s->in_op.ctx);
-		if (rc) {
-			op_not_posted(&s->c, &s->in_op);
-			if (rc != -FI_EAGAIN) {
-				FAB_WARN(NCCL_NET, "connect to %s: posting the reply receive failed: %s",
-					 s->peer_text, fab_strerror((int)rc));
-				return ncclSystemError;
-			}
-		} else {
-			s->in_posted = true;
-		}
-	}
-	if (s->in_posted && !s->out_posted) {
+	if (!s->out_posted) {
 		op_will_post(&s->c, &s->out_op);
 		rc = fab_ep_tsend(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0], s->listen_tag,
 			      &s->out_op.ctx);
@@ -902,13 +937,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 		return ncclRemoteError;
 	if (atomic_load_explicit(&s->in_done, memory_order_acquire)) {
 		char why[160];
-		int err = atomic_load(&s->in_err);
-		if (err) {
-			FAB_WARN(NCCL_NET, "connect to %s: receiving the reply failed: %s", s->peer_text,
-				 fi_strerror(err));
-			return ncclRemoteError;
-		}
-		if (proto_msg_check(&s->in, s->in_len, why, sizeof(why))) {
+		if (proto_msg_check(&s->in, sizeof(s->in), why, sizeof(why))) {
 			FAB_WARN(NCCL_NET, "connect to %s: bad reply: %s", s->peer_text, why);
 			return ncclRemoteError;
 		}
@@ -1133,6 +1162,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		r->id = r->c.reg.id;
 		r->c.secret = req.secret;
 		r->ack.type = PROTO_MSG_ACCEPT;
+		r->ack.secret = req.secret; /* only the listener saw it: the ACCEPT is genuine */
 		r->ack.id = r->id;
 		r->ack.nonce = req.nonce;
 		r->ack.prov_hash = dev->prov_hash;

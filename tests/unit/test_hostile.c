@@ -1,0 +1,456 @@
+/*
+ * test_hostile.c - a hostile process next to a working connection.
+ *
+ * The victim process listens, connects to itself through that listen comm and
+ * streams messages of every size class (eager, bounced, after the CTS), each
+ * byte and each size test() reports checked. Meanwhile a hostile process that
+ * holds the victim's listen handle (as any rank of a job could) sends the
+ * victim's endpoint every kind of message the plugin's wire knows, forged:
+ * garbage and well-formed CONNECT (wrong nonce, unusable addresses), CTS,
+ * pings and pongs, ACCEPT and REJECT for guessed ids and wrong secrets, and
+ * data messages with guessed connection ids, sequence numbers and the NCCL
+ * tag in use. The stream must arrive intact, the garbage must be counted as
+ * dropped, and the listen comm must still take a new connection afterwards.
+ *
+ * Both processes run the plugin's own code (fabric_static); the hostile one
+ * posts its forgeries on its own endpoint with raw tagged sends. Runs over the
+ * provider NCCL_FABRIC_PROVIDER names, on loopback; exit 77 when absent.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/plugin.h"
+#include "proto/proto.h"
+#include "proto/proto_wire.h"
+
+#define STREAM_MSGS 1000
+#define WINDOW 8
+#define GUESS_IDS 48       /* ids the hostile process tries (the victim's are small) */
+#define HOSTILE_OPS 256    /* forged sends in flight at most */
+#define BOUND_S 120.0
+
+/* Which forgeries to send (bit per kind; all by default), and for how many
+ * rounds data forgeries go on (-1: throughout). Data forgeries match no
+ * receive (random connection ids, directed receives) and nothing can drain
+ * them: the provider keeps them as unexpected messages, and tcp;ofi_rxm of
+ * 1.17 stalls the endpoint after about 2000 of them (the connection then
+ * fails by liveness), so CTest bounds them. Over shm it sends no oversized
+ * control messages either: libfabric 2.1's shm crashes when an oversized
+ * unexpected message meets a receive (smr_unexp_start), and any local
+ * process of the user can write a shm peer's memory anyway. */
+static unsigned kinds = ~0u;
+static int data_rounds = -1, round_no;
+#define K_CONNECT 1u
+#define K_ACCEPT 2u
+#define K_CTS 4u
+#define K_PING 8u
+#define K_DATA 16u
+#define K_OVERSIZE 32u
+
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static int fail(const char *who, const char *what)
+{
+	fprintf(stderr, "FAIL (%s): %s\n", who, what);
+	return 1;
+}
+
+/* ------------------------------------------------------------ victim */
+
+static size_t stream_size(int i)
+{
+	static const size_t sizes[] = {0, 1, 100, 4096, 16383, 16384, 16385, 65536, 300000, 1 << 20};
+	return sizes[i % (int)(sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static unsigned char stream_byte(int msg, size_t off)
+{
+	return (unsigned char)(msg * 131 + off * 7 + (off >> 9));
+}
+
+static int connect_self(void *lcomm, const char *handle, void **sc, void **rc)
+{
+	double end = now_s() + 30;
+	*sc = *rc = NULL;
+	while ((!*sc || !*rc) && now_s() < end) {
+		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != ncclSuccess)
+			return -1;
+		if (!*rc && fab_net_accept(lcomm, rc) != ncclSuccess)
+			return -1;
+	}
+	return *sc && *rc ? 0 : -1;
+}
+
+static int victim_stream(void *sc, void *rc)
+{
+	size_t cap = 1 << 20;
+	unsigned char *sbuf[WINDOW], *rbuf[WINDOW];
+	void *smr[WINDOW], *rmr[WINDOW];
+	for (int w = 0; w < WINDOW; w++) {
+		sbuf[w] = malloc(cap);
+		rbuf[w] = malloc(cap);
+		if (!sbuf[w] || !rbuf[w] ||
+		    fab_net_reg_mr(sc, sbuf[w], cap, NCCL_PTR_HOST, &smr[w]) != ncclSuccess ||
+		    fab_net_reg_mr(rc, rbuf[w], cap, NCCL_PTR_HOST, &rmr[w]) != ncclSuccess)
+			return fail("victim", "buffers");
+	}
+	void *sreq[WINDOW] = {0}, *rreq[WINDOW] = {0};
+	int smsg[WINDOW], rmsg[WINDOW];
+	int sent = 0, recvd = 0, sposted = 0, rposted = 0;
+	double end = now_s() + BOUND_S;
+	while (recvd < STREAM_MSGS || sent < STREAM_MSGS) {
+		if (now_s() > end)
+			return fail("victim", "the stream did not finish in time");
+		for (int w = 0; w < WINDOW; w++) {
+			if (!rreq[w] && rposted < STREAM_MSGS && rposted - recvd < WINDOW) {
+				void *data = rbuf[w];
+				size_t size = cap;
+				int tag = 0x2a;
+				memset(rbuf[w], 0xee, stream_size(rposted) + 1 < cap ? stream_size(rposted) + 1 : cap);
+				if (fab_net_irecv(rc, 1, &data, &size, &tag, &rmr[w], &rreq[w]) != ncclSuccess)
+					return fail("victim", "irecv failed");
+				if (rreq[w])
+					rmsg[w] = rposted++;
+			}
+			if (!sreq[w] && sposted < STREAM_MSGS && sposted - sent < WINDOW) {
+				size_t n = stream_size(sposted);
+				for (size_t k = 0; k < n; k++)
+					sbuf[w][k] = stream_byte(sposted, k);
+				if (fab_net_isend(sc, sbuf[w], n, 0x2a, smr[w], &sreq[w]) != ncclSuccess)
+					return fail("victim", "isend failed");
+				if (sreq[w])
+					smsg[w] = sposted++;
+			}
+		}
+		for (int w = 0; w < WINDOW; w++) {
+			int done = 0, size = -1;
+			if (sreq[w]) {
+				if (fab_net_test(sreq[w], &done, &size) != ncclSuccess)
+					return fail("victim", "a send failed");
+				if (done) {
+					if ((size_t)size != stream_size(smsg[w]))
+						return fail("victim", "a send reported the wrong size");
+					sreq[w] = NULL;
+					sent++;
+				}
+			}
+			done = 0;
+			size = -1;
+			if (rreq[w]) {
+				if (fab_net_test(rreq[w], &done, &size) != ncclSuccess)
+					return fail("victim", "a receive failed");
+				if (done) {
+					int m = rmsg[w];
+					size_t n = stream_size(m);
+					if ((size_t)size != n) {
+						fprintf(stderr, "message %d: %d bytes, expected %zu\n", m, size, n);
+						return fail("victim", "a receive reported the wrong size");
+					}
+					for (size_t k = 0; k < n; k++)
+						if (rbuf[w][k] != stream_byte(m, k)) {
+							fprintf(stderr, "message %d: byte %zu is 0x%02x, expected 0x%02x\n",
+								m, k, rbuf[w][k], stream_byte(m, k));
+							return fail("victim", "corrupt data");
+						}
+					rreq[w] = NULL;
+					recvd++;
+				}
+			}
+		}
+	}
+	for (int w = 0; w < WINDOW; w++) {
+		fab_net_dereg_mr(sc, smr[w]);
+		fab_net_dereg_mr(rc, rmr[w]);
+		free(sbuf[w]);
+		free(rbuf[w]);
+	}
+	return 0;
+}
+
+static int victim(int to_hostile, int from_hostile)
+{
+	void *ctx = NULL, *lcomm = NULL, *sc = NULL, *rc = NULL;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	if (fab_net_init(&ctx, 0, 0, NULL) != ncclSuccess)
+		return 77;
+	if (fab_net_listen(ctx, 0, handle, &lcomm) != ncclSuccess)
+		return fail("victim", "listen failed");
+	if (connect_self(lcomm, handle, &sc, &rc))
+		return fail("victim", "the first connection failed");
+	/* the hostile process starts, and says when its first round went out */
+	char go;
+	if (write(to_hostile, handle, sizeof(handle)) != (ssize_t)sizeof(handle) ||
+	    read(from_hostile, &go, 1) != 1)
+		return fail("victim", "pipe to the hostile process");
+	struct fab_plugin *p = fab_plugin_get();
+	struct fab_ep *ep = p->devs[0].dom->eps[0];
+	int rc_ = victim_stream(sc, rc);
+	if (rc_)
+		return rc_;
+	/* a new connection through the same listen comm, while the storm goes on */
+	void *sc2 = NULL, *rc2 = NULL;
+	if (connect_self(lcomm, handle, &sc2, &rc2))
+		return fail("victim", "a new connection after the forgeries failed");
+	rc_ = victim_stream(sc2, rc2);
+	if (rc_)
+		return rc_;
+	unsigned dropped = atomic_load(&ep->dropped);
+	printf("victim: %d + %d messages intact; %u forged messages and addresses dropped\n",
+	       STREAM_MSGS, STREAM_MSGS, dropped);
+	fflush(stdout);
+	if (dropped == 0)
+		return fail("victim", "nothing was counted as dropped");
+	close(to_hostile); /* the hostile process stops */
+	fab_net_close_send(sc);
+	fab_net_close_recv(rc);
+	fab_net_close_send(sc2);
+	fab_net_close_recv(rc2);
+	fab_net_close_listen(lcomm);
+	fab_net_finalize(ctx);
+	return 0;
+}
+
+/* ------------------------------------------------------------ hostile */
+
+struct forged {
+	struct fab_op op;
+	bool busy;
+	unsigned char buf[1024];
+};
+
+static struct forged ops[HOSTILE_OPS];
+static long posted_total;
+
+static void forged_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+			const struct fi_cq_err_entry *err)
+{
+	((struct forged *)op->owner)->busy = false;
+}
+
+static struct forged *forged_get(struct fab_ep *ep)
+{
+	for (int spin = 0; spin < 1000000; spin++) {
+		for (int i = 0; i < HOSTILE_OPS; i++)
+			if (!ops[i].busy)
+				return &ops[i];
+		(void)fab_ep_progress(ep);
+	}
+	return NULL; /* the victim holds them all (unmatched rendezvous): stop forging */
+}
+
+static const struct proto_tag_layout *glay;
+
+static unsigned kind_of(uint64_t tag, size_t len)
+{
+	if (!proto_tag_is_ctrl(glay, tag))
+		return K_DATA;
+	unsigned k = (unsigned)(tag >> glay->kind_shift) & 3;
+	size_t room = k == PROTO_CTRL_CONNECT || k == PROTO_CTRL_ACCEPT ? sizeof(struct proto_msg)
+									  : sizeof(struct proto_cts);
+	if (len > room)
+		return K_OVERSIZE;
+	return k == PROTO_CTRL_CONNECT ? K_CONNECT : k == PROTO_CTRL_ACCEPT ? K_ACCEPT :
+	       k == PROTO_CTRL_CTS ? K_CTS : K_PING;
+}
+
+static void forge(struct fab_ep *ep, fi_addr_t to, uint64_t tag, const void *msg, size_t len)
+{
+	unsigned k = kind_of(tag, len);
+	if (!(kinds & k) || (k == K_DATA && data_rounds >= 0 && round_no >= data_rounds))
+		return;
+	struct forged *f = forged_get(ep);
+	if (!f)
+		return;
+	if (len > sizeof(f->buf))
+		len = sizeof(f->buf);
+	memcpy(f->buf, msg, len);
+	memset(&f->op, 0, sizeof(f->op));
+	f->op.complete = forged_done;
+	f->op.owner = f;
+	f->busy = true;
+	if (fab_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
+		f->busy = false;
+	else
+		posted_total++;
+	(void)fab_ep_progress(ep);
+}
+
+static void garbage(unsigned char *b, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		b[i] = (unsigned char)rnd();
+}
+
+/* One round of every forgery at every guessed id. */
+static void hostile_round(struct fab_ep *ep, fi_addr_t to, const struct proto_handle *h,
+			  const struct proto_tag_layout *lay, uint64_t prov_hash)
+{
+	/* requests name our own address: the REJECTs they earn come back here */
+	unsigned char junk[800];
+	round_no++;
+	for (uint32_t id = 0; id < GUESS_IDS; id++) {
+		/* CONNECT: garbage; sealed with a wrong nonce; sealed with the right
+		 * nonce and an address that cannot be one */
+		size_t jl = rnd() % sizeof(junk);
+		garbage(junk, jl);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id), junk, jl);
+		struct proto_msg m;
+		memset(&m, 0, sizeof(m));
+		m.type = PROTO_MSG_CONNECT;
+		m.nrails = 1;
+		m.id = (uint32_t)rnd();
+		m.prov_hash = prov_hash;
+		m.nonce = rnd();
+		m.alen[0] = (uint8_t)ep->namelen;
+		memcpy(m.addr[0], ep->name, ep->namelen);
+		proto_msg_seal(&m);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id), &m, sizeof(m));
+		m.nonce = h->nonce;
+		m.alen[0] = 3;
+		memset(m.addr[0], 0xff, sizeof(m.addr[0]));
+		proto_msg_seal(&m);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id), &m, sizeof(m));
+		/* ACCEPT and REJECT for a connector that may be connecting now */
+		m.type = (uint8_t)(id & 1 ? PROTO_MSG_ACCEPT : PROTO_MSG_REJECT);
+		m.id = id;
+		m.reason = PROTO_REJECT_RESOURCES;
+		m.alen[0] = (uint8_t)ep->namelen;
+		memcpy(m.addr[0], ep->name, ep->namelen);
+		m.secret = rnd();
+		proto_msg_seal(&m);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, id), &m, sizeof(m));
+		/* CTS: garbage, and well-formed with a guessed connection id */
+		jl = rnd() % sizeof(struct proto_cts);
+		garbage(junk, jl);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CTS, id), junk, jl);
+		struct proto_cts cts;
+		memset(&cts, 0, sizeof(cts));
+		cts.count = 1;
+		cts.conn_id = (uint32_t)(rnd() % GUESS_IDS);
+		cts.secret = rnd();
+		for (int e = 0; e < 1; e++) {
+			cts.e[e].tag = 0x2a;
+			cts.e[e].seq = (uint32_t)(rnd() % 64);
+			cts.e[e].size = 8; /* would make real messages "too large" */
+		}
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CTS, id), &cts,
+		      offsetof(struct proto_cts, e) + sizeof(cts.e[0]));
+		/* pings and pongs from a guessed peer id with a wrong secret */
+		struct proto_ping pg = {.magic = PROTO_PING_MAGIC, .type = 1 + (id & 1),
+					.from_id = (uint32_t)(rnd() % GUESS_IDS), .secret = rnd()};
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_PING, id), &pg, sizeof(pg));
+		jl = rnd() % 64;
+		garbage(junk, jl);
+		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_PING, id), junk, jl);
+		/* data for a guessed connection, sequence number and the real tag */
+		jl = rnd() % 512;
+		garbage(junk, jl);
+		forge(ep, to, proto_tag_data(lay, id, (uint32_t)(rnd() % 64), 0x2a), junk, jl);
+	}
+}
+
+static int hostile(int from_victim, int to_victim)
+{
+	void *ctx = NULL, *lcomm = NULL;
+	char mine[NCCL_NET_HANDLE_MAXSIZE];
+	struct proto_handle h;
+	if (read(from_victim, &h, sizeof(h)) != (ssize_t)sizeof(h))
+		return fail("hostile", "no handle from the victim");
+	if (fab_net_init(&ctx, 0, 0, NULL) != ncclSuccess ||
+	    fab_net_listen(ctx, 0, mine, &lcomm) != ncclSuccess) /* opens our endpoint */
+		return fail("hostile", "init");
+	struct fab_plugin *p = fab_plugin_get();
+	struct fab_device *dev = &p->devs[0];
+	struct fab_ep *ep = dev->dom->eps[0];
+	fi_addr_t to;
+	if (fab_ep_resolve(ep, h.addr, h.addr_len, &to))
+		return fail("hostile", "the victim's address");
+	rng_state ^= (uint64_t)getpid() << 20;
+	glay = &dev->layout;
+	if (getenv("HOSTILE_KINDS"))
+		kinds = (unsigned)strtoul(getenv("HOSTILE_KINDS"), NULL, 0);
+	if (getenv("HOSTILE_DATA_ROUNDS"))
+		data_rounds = atoi(getenv("HOSTILE_DATA_ROUNDS"));
+	hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
+	char go = 1;
+	if (write(to_victim, &go, 1) != 1)
+		return fail("hostile", "pipe");
+	/* until the victim closes the pipe */
+	int rounds = 1;
+	for (;;) {
+		fd_set fds;
+		FD_ZERO(&fds);
+		FD_SET(from_victim, &fds);
+		struct timeval tv = {0, 20000};
+		if (select(from_victim + 1, &fds, NULL, NULL, &tv) > 0)
+			break; /* EOF: the victim is done */
+		hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
+		rounds++;
+	}
+	printf("hostile: %d rounds, %ld forged messages posted\n", rounds, posted_total);
+	fflush(stdout);
+	/* leave without closing: what a crashed or malicious process does */
+	_exit(0);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int v2h[2], h2v[2];
+	if (pipe(v2h) || pipe(h2v))
+		return 1;
+	pid_t hv = fork();
+	if (hv == 0) {
+		close(v2h[1]);
+		close(h2v[0]);
+		_exit(hostile(v2h[0], h2v[1]));
+	}
+	pid_t vv = fork();
+	if (vv == 0) {
+		close(v2h[0]);
+		close(h2v[1]);
+		_exit(victim(v2h[1], h2v[0]));
+	}
+	close(v2h[0]);
+	close(v2h[1]);
+	close(h2v[0]);
+	close(h2v[1]);
+	int vs = 0, hs = 0;
+	waitpid(vv, &vs, 0);
+	kill(hv, SIGKILL);
+	waitpid(hv, &hs, 0);
+	if (WIFEXITED(vs) && WEXITSTATUS(vs) == 77) {
+		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
+		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
+		return 77;
+	}
+	if (!WIFEXITED(vs) || WEXITSTATUS(vs)) {
+		fprintf(stderr, "FAIL: the victim %s %d\n", WIFEXITED(vs) ? "exited with" : "died of signal",
+			WIFEXITED(vs) ? WEXITSTATUS(vs) : WTERMSIG(vs));
+		return 1;
+	}
+	printf("PASS\n");
+	return 0;
+}
