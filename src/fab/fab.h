@@ -50,6 +50,8 @@ struct fab_op {
 	struct fab_ep *ep;      /* where it was posted (cancel goes there) */
 	int index;
 	atomic_int posted; /* 1 from posting until its completion: what close must cancel */
+	struct fab_mr *hold; /* the registration of the caller's buffer it uses, kept until
+			      * its completion (NCCL's deregMr meanwhile is deferred) */
 };
 
 /* ---- discovery (fab_discover.c) ---- */
@@ -214,8 +216,28 @@ int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, ui
 		      int device, struct fab_mr **out);
 /* Drops the reference; the last one really deregisters. */
 void fab_mr_put(struct fab_mr *mr);
+/* An operation that uses the registered buffer takes a reference for its
+ * lifetime (op->hold), so a deregMr while it is in flight only drops NCCL's
+ * reference: the registration goes when the operation completes. */
+static inline void fab_op_hold(struct fab_op *op, struct fab_mr *mr);
+static inline void fab_op_release(struct fab_op *op);
 /* Registrations currently held (tests, the report). */
 int fab_mr_count(struct fab_domain *dom);
+void fab_mr_ref(struct fab_mr *mr);
+
+static inline void fab_op_hold(struct fab_op *op, struct fab_mr *mr)
+{
+	op->hold = mr;
+	if (mr)
+		fab_mr_ref(mr);
+}
+
+static inline void fab_op_release(struct fab_op *op)
+{
+	struct fab_mr *mr = op->hold;
+	op->hold = NULL;
+	fab_mr_put(mr);
+}
 
 /* ---- endpoint (fab_ep.c) ---- */
 

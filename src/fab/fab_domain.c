@@ -455,6 +455,13 @@ int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, ui
 	return mr_get(dom, addr, len, FI_HMEM_CUDA, device, &d, out);
 }
 
+void fab_mr_ref(struct fab_mr *m)
+{
+	pthread_mutex_lock(&m->dom->lock);
+	m->refs++;
+	pthread_mutex_unlock(&m->dom->lock);
+}
+
 void fab_mr_put(struct fab_mr *m)
 {
 	if (!m)

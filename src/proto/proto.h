@@ -123,7 +123,7 @@ struct proto_recv_req {
 	void *data[PROTO_MAX_RECVS];
 	size_t posted[PROTO_MAX_RECVS];
 	_Atomic size_t got[PROTO_MAX_RECVS];
-	void *desc[PROTO_MAX_RECVS];
+	struct fab_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
 	uint8_t rail[PROTO_MAX_RECVS];

@@ -122,20 +122,23 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		}
 		proto_req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
 	}
+	fab_op_release(op);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
 }
 
 /* Posts the send's one operation. Returns 0, -FI_EAGAIN or an error. */
 static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
-			 const void *data, void *desc, uint64_t wire,
+			 const void *data, struct fab_mr *mr, uint64_t wire,
 			 const struct proto_cts_entry *cts)
 {
 	struct proto_comm *c = &s->c;
 	struct fab_op *op = &q->op;
+	void *desc = mr ? mr->desc : NULL;
 	op->ep = c->rails[rail];
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
+	fab_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
 	ssize_t rc;
 	switch (q->how) {
 	case PROTO_SEND_RMA:
@@ -155,6 +158,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		break;
 	}
 	if (rc) {
+		fab_op_release(op);
 		atomic_store(&op->posted, 0);
 		atomic_fetch_sub(&c->pending, 1);
 	}
@@ -250,7 +254,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			proto_req_fail(r, ncclInvalidUsage);
 			q->abort_size = size;
 		}
-		rc = send_post(s, q, rail, data, mr ? mr->desc : NULL,
+		rc = send_post(s, q, rail, data, mr,
 			       proto_tag_data(lay, s->remote_id, seq, tag), &cts);
 	}
 	if (rc) {
@@ -292,6 +296,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	int i = op->index;
 	struct fab_buf *bounce = q->bounce[i];
 	q->bounce[i] = NULL;
+	fab_op_release(op); /* the provider is done with NCCL's buffer */
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
 		/* The sender's stand-in for a message larger than this buffer. */
 		uint64_t sent = 0;
@@ -316,7 +321,8 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			 r->peer_text, (size_t)e->len, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, ncclInvalidUsage);
 	} else if (e) {
-		if (bounce && e->len)
+		/* (a closed comm's buffers may be freed: nothing is copied there) */
+		if (bounce && e->len && c->magic == PROTO_COMM_MAGIC)
 			memcpy(q->data[i], bounce->mem, e->len);
 		atomic_store(&q->got[i], e->len);
 	} else if (err->err == FI_ECANCELED && (atomic_load(&q->rma_done) & (1u << i))) {
@@ -451,14 +457,17 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		struct fab_buf *b = q->bounce[i];
+		struct fab_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[q->rail[i]];
+		fab_op_hold(op, b ? NULL : mr);
 		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
-				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], q->desc[i], src,
-					      q->wire[i], ignore, &op->ctx);
+				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
+					      src, q->wire[i], ignore, &op->ctx);
 		if (rc) {
+			fab_op_release(op);
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
 			return (int)rc;
@@ -548,7 +557,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		q->data[i] = data[i];
 		q->posted[i] = sizes[i];
 		atomic_store(&q->got[i], 0);
-		q->desc[i] = mr ? mr->desc : NULL;
+		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->rail[i] = (uint8_t)proto_seq_rail(seq, c->nrails);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "core/plugin.h"
+#include "log/log.h"
 #include "proto/proto_wire.h"
 #include "unit.h"
 
@@ -73,6 +74,73 @@ static int test_forged_addresses(void)
 	return 0;
 }
 
+static unsigned long fuzz_warns;
+static void counting_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
+			    int line, const char *fmt, ...)
+{
+	if (level == NCCL_LOG_WARN)
+		fuzz_warns++;
+}
+
+static uint64_t fuzz_rng = 0x2545f4914f6cdd1dULL;
+static uint64_t fuzz_next(void)
+{
+	fuzz_rng ^= fuzz_rng << 13;
+	fuzz_rng ^= fuzz_rng >> 7;
+	fuzz_rng ^= fuzz_rng << 17;
+	return fuzz_rng;
+}
+
+/* In bulk: 100,000 good handles with 1..16 random bytes changed, and 2,000
+ * re-sealed ones (right checksum) with random address bytes and lengths.
+ * Every one fails at once, with a WARN, and nothing crashes (run under ASan
+ * in the sanitizer variant). Addresses that could be real socket addresses
+ * are spoiled first: nothing may leave loopback. */
+static int test_fuzz_bulk(void)
+{
+	fab_log_set_logger(counting_logger);
+	int accepted = 0;
+	unsigned long want = 0;
+	for (int i = 0; i < 100000; i++) {
+		char h[NCCL_NET_HANDLE_MAXSIZE];
+		memcpy(h, good, sizeof(h));
+		int flips = 1 + (int)(fuzz_next() % 16);
+		for (int k = 0; k < flips; k++)
+			h[fuzz_next() % sizeof(struct proto_handle)] ^= (char)(1 + fuzz_next() % 255);
+		if (!memcmp(h, good, sizeof(h)))
+			continue;
+		void *sc = NULL;
+		want++;
+		if (fab_net_connect(NULL, 0, 0, h, &sc) == ncclSuccess) {
+			accepted++;
+			if (sc)
+				fab_net_close_send(sc);
+		}
+	}
+	for (int i = 0; i < 2000; i++) {
+		unsigned char addr[FAB_ADDR_MAX];
+		for (size_t k = 0; k < sizeof(addr); k++)
+			addr[k] = (unsigned char)fuzz_next();
+		addr[0] = 0x7f; /* sa_family 0x??7f (little-endian): never AF_INET or AF_INET6 */
+		addr[1] |= 0x40;
+		size_t len = 1 + fuzz_next() % FAB_ADDR_MAX;
+		char h[NCCL_NET_HANDLE_MAXSIZE];
+		forge(h, addr, len);
+		void *sc = NULL;
+		want++;
+		if (fab_net_connect(NULL, 0, 0, h, &sc) == ncclSuccess) {
+			accepted++;
+			if (sc)
+				fab_net_close_send(sc);
+		}
+	}
+	fab_log_set_logger(NULL);
+	printf("  %lu corrupt handles: %d accepted, %lu WARNs\n", want, accepted, fuzz_warns);
+	CHECK_EQ(accepted, 0);
+	CHECK(fuzz_warns >= want);
+	return 0;
+}
+
 /* After the forgeries the endpoint still connects: connect and accept on one thread. */
 static int test_good_after(void)
 {
@@ -120,6 +188,7 @@ static int test_good_after(void)
 
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_forged_addresses, "a sealed handle with a bad address: connect fails at once"),
+	TEST_ENTRY(test_fuzz_bulk, "102,000 corrupt or re-sealed handles: each fails at once with a WARN"),
 	TEST_ENTRY(test_good_after, "the endpoint still connects and moves data afterwards"),
 };
 
