@@ -66,10 +66,10 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "Seconds a connection may wait for its peer during connect/accept before it fails " \
 	  "with an error instead of waiting forever.")                                        \
 	X(PEER_TIMEOUT, FAB_CFG_INT, "8", 1, 86400, NULL,                                     \
-	  "Seconds a connection NCCL waits on may go without reaching its peer before its "   \
-	  "operations fail with ncclRemoteError. After 1 s without progress the plugin pings " \
-	  "the peer; a ping that fails ends the wait at once, a peer that takes the ping (slow " \
-	  "or paused) is never failed.")                                                      \
+	  "Seconds a connection NCCL waits on may go without an answer from its peer before "  \
+	  "its operations fail with ncclRemoteError. After 1 s without a sign of life the "    \
+	  "plugin pings the peer each second and its endpoint answers; a ping that fails "     \
+	  "ends the wait at once.")                                                            \
 	X(CQ_BATCH, FAB_CFG_INT, "32", 1, 256, NULL,                                           \
 	  "Completions read from a completion queue per call.")
 

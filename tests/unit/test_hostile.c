@@ -16,6 +16,7 @@
  * posts its forgeries on its own endpoint with raw tagged sends. Runs over the
  * provider NCCL_FABRIC_PROVIDER names, on loopback; exit 77 when absent.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -415,6 +416,26 @@ static int hostile(int from_victim, int to_victim)
 	_exit(0);
 }
 
+/* shm backs each endpoint with /dev/shm/<pid>:...; the hostile process
+ * leaves without closing (and a failed victim may too): remove what they
+ * left, or a later process that gets the same pid cannot open its endpoint. */
+static void remove_shm_segments(pid_t pid)
+{
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return;
+	char prefix[32], path[512];
+	int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, (size_t)plen))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -441,6 +462,8 @@ int main(void)
 	waitpid(vv, &vs, 0);
 	kill(hv, SIGKILL);
 	waitpid(hv, &hs, 0);
+	remove_shm_segments(hv);
+	remove_shm_segments(vv);
 	if (WIFEXITED(vs) && WEXITSTATUS(vs) == 77) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
