@@ -46,6 +46,16 @@ static int wait_result(ck_t *ck, void *req, double bound, ncclResult_t *res, int
 	return FH_OK;
 }
 
+/* A registered buffer of len bytes on this rank's end, then a barrier. */
+static int buf_ready(ck_t *ck, void *sc, void *rc, size_t len, fh_buf_t *b)
+{
+	if (fh_buf_alloc(b, len, 0))
+		return fh_fail(ck->r, "cannot map a buffer");
+	if (ck_ok(ck, fh_buf_reg(ck->net, b, ck->r->rank == 0 ? sc : rc, 0), "regMr()"))
+		return FH_FAIL;
+	return fh_oob_barrier(ck->r) ? FH_FAIL : FH_OK;
+}
+
 /* What a survivor does: rank 0 sends a message that waits for its
  * clear-to-send, rank 1 posts a receive; each must end with an error and a
  * WARN within the bound, and the broken connection must close. */
@@ -110,7 +120,6 @@ static int ck_expect_peer_error(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size
 static int ck_peer_death(ck_t *ck)
 {
 	fh_rank_t *r = ck->r;
-	fh_net_t *net = ck->net;
 	int me = r->rank;
 	/* The plugin learns of a dead peer from pings that go unanswered (or
 	 * that the provider fails): the same on every provider, shared memory
@@ -121,11 +130,7 @@ static int ck_peer_death(ck_t *ck)
 		return FH_FAIL;
 	size_t len = ck_cap(ck, ck->c->arg == 0 ? 64 * KiB : 1 * MiB);
 	fh_buf_t b;
-	if (fh_buf_alloc(&b, len, 0))
-		return fh_fail(r, "cannot map a buffer");
-	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
-		return FH_FAIL;
-	if (fh_oob_barrier(r))
+	if (buf_ready(ck, sc, rc, len, &b))
 		return FH_FAIL;
 	if (me == victim) {
 		fh_stage(r, "dying without closing anything");
@@ -172,11 +177,7 @@ static int ck_link_cut(ck_t *ck)
 		return FH_FAIL;
 	size_t len = ck_cap(ck, 1 * MiB);
 	fh_buf_t b;
-	if (fh_buf_alloc(&b, len, 0))
-		return fh_fail(r, "cannot map a buffer");
-	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
-		return FH_FAIL;
-	if (fh_oob_barrier(r))
+	if (buf_ready(ck, sc, rc, len, &b))
 		return FH_FAIL;
 	const char *how = ck->c->arg == 0 ? "link set dev " CK_LINK_IFACE " down"
 					  : "link del " CK_LINK_IFACE;
