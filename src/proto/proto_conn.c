@@ -316,6 +316,22 @@ static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_done(op->owner, op);
 }
 
+/* Posts a ping or pong (type) to the comm's peer from op and its message
+ * buffer; 0 or the provider's error (then nothing is posted). */
+static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_ping *msg,
+			 enum proto_ping_type type)
+{
+	*msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
+				    .secret = c->secret };
+	op_will_post(c, op);
+	ssize_t rc = fab_ep_tsend(c->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer,
+				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+				  &op->ctx);
+	if (rc)
+		op_not_posted(c, op);
+	return rc;
+}
+
 /* A ping or pong for the object `id` of this domain, from the CTS pool of
  * rail 0 (CQ lock held). Checked like every control message: the addressee
  * must be a connection whose peer is from_id, and the secret its own. */
@@ -345,15 +361,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 		atomic_store(&c->last_ns, fab_now_ns());
 	} else if (!atomic_load(&c->pong_op.posted)) {
 		/* (one pong in flight per connection: the peer pings again) */
-		c->pong_msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = PROTO_PONG,
-						   .from_id = c->reg.id, .secret = c->secret };
-		op_will_post(c, &c->pong_op);
-		ssize_t rc = fab_ep_tsend(c->ep, &c->pong_msg, sizeof(c->pong_msg), ctrl_desc(c),
-					  c->ping_peer,
-					  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
-					  &c->pong_op.ctx);
-		if (rc)
-			op_not_posted(c, &c->pong_op);
+		(void)post_ping(c, &c->pong_op, &c->pong_msg, PROTO_PONG);
 	}
 	pthread_mutex_unlock(&dom->id_lock);
 }
@@ -413,18 +421,12 @@ int proto_comm_alive(struct proto_comm *c)
 	}
 	if (atomic_load(&c->ping_op.posted) || now - c->ping_ns < PROTO_PING_NS)
 		goto out; /* (a ping the provider holds: the deadline above covers it) */
-	c->ping_msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = PROTO_PING,
-					   .from_id = c->reg.id, .secret = c->secret };
-	op_will_post(c, &c->ping_op);
 	c->ping_ns = now;
-	ssize_t rc = fab_ep_tsend(c->ep, &c->ping_msg, sizeof(c->ping_msg), ctrl_desc(c), c->ping_peer,
-				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
-				  &c->ping_op.ctx);
+	ssize_t rc = post_ping(c, &c->ping_op, &c->ping_msg, PROTO_PING);
 	FAB_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
 		  rc ? fab_strerror((int)rc) : "posted");
 	if (rc) {
-		op_not_posted(c, &c->ping_op);
 		/* -FI_EAGAIN: tcp;ofi_rxm keeps reconnecting to a dead peer; the
 		 * deadline above ends it. Any other error ends it now. */
 		if (rc != -FI_EAGAIN)
@@ -557,11 +559,6 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 		reject_free(rj);
 }
 
-static uint32_t dom_addr_format(const struct fab_ep *ep)
-{
-	return ep->dom->info->addr_format;
-}
-
 static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
 			    uint64_t tag)
 {
@@ -580,7 +577,7 @@ static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_
 		return;
 	}
 	for (unsigned i = 0; i < m->nrails; i++) {
-		if (fab_addr_check(dom_addr_format(ep), m->addr[i], m->alen[i], why, sizeof(why))) {
+		if (fab_addr_check(ep->dom->info->addr_format, m->addr[i], m->alen[i], why, sizeof(why))) {
 			atomic_fetch_add(&ep->dropped, 1);
 			FAB_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a connection request whose "
 					 "rail %u address cannot be used: %s", dev->props.name, i, why);
@@ -1127,14 +1124,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		}
 		char peer_text[64] = "?";
 		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));
-		if (req.nonce != l->nonce) {
-			send_reject(dev, c->ep, &req, PROTO_REJECT_NONCE);
-			return ncclSuccess;
-		}
-		if (req.prov_hash != dev->prov_hash) {
-			send_reject(dev, c->ep, &req, PROTO_REJECT_PROVIDER);
-			return ncclSuccess;
-		}
+		/* (nonce, provider and addresses were checked when it was queued) */
 		struct proto_recv *r = calloc(1, sizeof(*r));
 		struct fab_domain *dom = dev->dom;
 		int nrails = req.nrails < dom->nep ? req.nrails : dom->nep;
