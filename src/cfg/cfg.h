@@ -53,7 +53,8 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	X(EAGER_MAX, FAB_CFG_INT, "-1", -1, 1048576, NULL,                                     \
 	  "Largest message, in bytes, sent at once without waiting for the receiver's "        \
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
-	  "completes without the receiver (stream providers 16384, others their inject size).") \
+	  "completes without the receiver (stream providers 65536, NCCL's LL receive size; "   \
+	  "others their inject size).") \
 	X(RMA, FAB_CFG_BOOL, "0", 0, 1, NULL,                                                  \
 	  "1: messages above NCCL_FABRIC_EAGER_MAX go as one RMA write with remote CQ data "   \
 	  "into the buffer the receiver announced, where the provider offers it. Off by "      \

@@ -205,7 +205,7 @@ int fab_ep_progress(struct fab_ep *ep)
 
 	if (pthread_mutex_trylock(&ep->cq_lock))
 		return 0; /* another thread is reading this CQ; its completions serve us too */
-	atomic_store_explicit(&ep->last_read_ns, fab_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&ep->last_read_ns, fab_coarse_ns(), memory_order_relaxed);
 	for (;;) {
 		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
 		if (n > 0) {
@@ -517,7 +517,7 @@ static void *progress_main(void *arg)
 		struct timespec ts = { 0, (long)FAB_EP_IDLE_NS };
 		nanosleep(&ts, NULL);
 		uint64_t last = atomic_load_explicit(&ep->last_read_ns, memory_order_relaxed);
-		if (fab_now_ns() - last >= FAB_EP_IDLE_NS)
+		if (fab_coarse_ns() - last >= FAB_EP_IDLE_NS)
 			(void)fab_ep_progress(ep);
 	}
 	while (atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {

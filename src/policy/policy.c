@@ -804,9 +804,14 @@ size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, ch
 		snprintf(reason, reason_len, "%ld bytes (NCCL_FABRIC_EAGER_MAX)", cfg_eager);
 		return (size_t)cfg_eager;
 	}
-	size_t v = stream_provider(prov) ? 16384 : inject_size;
+	/* A stream provider takes any message into its stream without the
+	 * receiver. 64 KiB is what NCCL's LL protocol posts per receive (its
+	 * 512 KiB buffer in 8 steps): every LL message then goes at once, and
+	 * its receive needs no CTS (see PROTO_LAZY_CTS_NS). */
+	size_t v = stream_provider(prov) ? 65536 : inject_size;
 	snprintf(reason, reason_len, "%zu bytes (auto: %s)", v,
-		 stream_provider(prov) ? "stream provider" : "the provider's inject size");
+		 stream_provider(prov) ? "stream provider, NCCL's LL receive size" :
+					 "the provider's inject size");
 	return v;
 }
 

@@ -9,7 +9,9 @@
  * A message of at most eager_max bytes is sent at once. A larger one waits
  * for the receiver's clear-to-send (CTS), which carries the buffer's size and,
  * where the provider can, its address and key: the message then moves as one
- * RMA write whose CQ data names the buffer. Every operation posted to
+ * RMA write whose CQ data names the buffer. A receive whose buffers all take
+ * any eager message sends its CTS late (PROTO_LAZY_CTS_NS), and usually never;
+ * closeSend then learns from the receiver's pongs that it took every message. Every operation posted to
  * libfabric counts in comm->pending; a comm closed while operations are still
  * posted cancels them and becomes a zombie of its domain until the last
  * completion arrives (or the domain closes), so a late completion never
@@ -45,8 +47,16 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
-/* How long closeSend waits for the CTS its eager messages are owed. */
-#define PROTO_CLOSE_CTS_NS (2ULL * 1000000000ULL)
+/* How long closeSend waits for the receiver to have taken every message it
+ * was sent (see proto_send.sent). */
+#define PROTO_CLOSE_ACK_NS (2ULL * 1000000000ULL)
+/* ... asking again this often. */
+#define PROTO_CLOSE_PING_NS 1000000ULL
+/* A receive whose buffers all take any eager message needs its CTS only when
+ * a larger message comes (the sender waits for the CTS, then sends a
+ * stand-in that fails the receive with both sizes): it is sent only if the
+ * receive still waits after this long, and skipped when it completes first. */
+#define PROTO_LAZY_CTS_NS 1000000ULL
 /* A connection NCCL waits on that has seen no sign of life from its peer for
  * this long pings it, and again each interval; the peer's endpoint answers
  * with a pong (a thread reads every idle endpoint, so a peer busy elsewhere
@@ -76,8 +86,8 @@ struct proto_comm {
 	uint64_t secret;           /* the connection's, in its control messages (proto_msg) */
 	/* liveness: see PROTO_PING_NS */
 	_Atomic uint64_t last_ns;  /* last sign of life: a completion of this comm, or a pong */
-	struct fab_op ping_op, pong_op;
-	struct proto_ping ping_msg, pong_msg;
+	struct fab_op ping_op, pong_op, bye_op;
+	struct proto_ping ping_msg, pong_msg, bye_msg;
 	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
 	uint64_t ping_ns;          /* when the last ping was posted */
 	uint64_t probe_ns;         /* since when pings go unanswered (0: not probing) */
@@ -139,6 +149,10 @@ struct proto_recv_req {
 	struct proto_cts cts;      /* what this receive posted, for the sender */
 	struct fab_op cts_op;
 	bool cts_sent;
+	/* lazy CTS (every buffer within the eager limit): 1 while neither posted
+	 * nor skipped; whoever moves it to 0 posts or skips it */
+	atomic_int cts_lazy;
+	uint64_t cts_due_ns;
 	_Atomic uint64_t cts_failed_ns; /* when sending the CTS failed (0: it did not) */
 	int cts_err;
 	fi_addr_t flush_self;      /* a flush reads the buffer back from ourselves */
@@ -169,12 +183,15 @@ struct proto_send {
 	 * guards seq, which the CTS handler reads to drop stale announcements */
 	pthread_mutex_t cts_lock;
 	struct proto_cts_table cts;
-	/* CTS still to come for messages sent eagerly. Close waits for them
-	 * (bounded): a CTS says the receive is posted, so the message is matched;
-	 * a sender that closed before that could lose it (a provider may drop
-	 * unmatched data of a peer that disconnected), and unread bytes in a
-	 * stream socket reset the connection when it closes. */
-	atomic_int cts_owed;
+	/* Messages handed to the provider, and how many of them the receiver
+	 * said it took (its pongs). closeSend waits (bounded) until the receiver
+	 * took them all, asking by ping: a provider may drop unmatched data of a
+	 * peer that disconnected (native tcp does), and unread bytes in a stream
+	 * socket reset the connection when it closes. The receiver's goodbye
+	 * (peer_closed) ends the wait: what it did not take it never will. */
+	atomic_uint sent;
+	atomic_uint acked;
+	atomic_bool peer_closed;
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 
@@ -187,6 +204,7 @@ struct proto_recv {
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
 	struct fab_op ack_op;
 	bool ack_posted;
+	atomic_uint taken;         /* messages that arrived (pongs and the goodbye tell the sender) */
 	char peer_text[64];
 	struct proto_seq_table seq;
 	void *sink;                /* closing: where cancelled receives drain */

@@ -85,8 +85,9 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	atomic_init(&c->pending, 0);
 	op_init(&c->ping_op, ping_done, c, 0);
 	op_init(&c->pong_op, pong_done, c, 0);
+	op_init(&c->bye_op, pong_done, c, 0);
 	atomic_flag_clear(&c->alive_busy);
-	atomic_init(&c->last_ns, fab_now_ns());
+	atomic_init(&c->last_ns, fab_coarse_ns());
 	fab_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
@@ -245,21 +246,51 @@ static int comm_user_ops(struct proto_comm *c)
 	return n;
 }
 
+static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_ping *msg,
+			 enum proto_ping_type type);
+
+/* closeSend: waits (bounded) until the receiver took every message we handed
+ * the provider (see proto_send.sent), asking by ping; its pongs say how many
+ * it took. Usually one round trip; nothing when the peer is gone or closed. */
+static void send_wait_taken(struct proto_send *s)
+{
+	struct proto_comm *c = &s->c;
+	uint64_t start = fab_now_ns(), last_ping = 0;
+	while (c->ping_id && !atomic_load(&c->dead) && !atomic_load(&s->peer_closed) &&
+	       (int32_t)(atomic_load(&s->sent) - atomic_load(&s->acked)) > 0) {
+		uint64_t now = fab_now_ns();
+		if (now - start > PROTO_CLOSE_ACK_NS) {
+			FAB_INFO(NCCL_NET, "closing the connection to %s: the receiver took %u of %u "
+				 "messages within %d s; closing anyway", s->peer_text,
+				 atomic_load(&s->acked), atomic_load(&s->sent),
+				 (int)(PROTO_CLOSE_ACK_NS / 1000000000ULL));
+			return;
+		}
+		if (!atomic_load(&c->ping_op.posted) && now - last_ping >= PROTO_CLOSE_PING_NS) {
+			last_ping = now;
+			ssize_t rc = post_ping(c, &c->ping_op, &c->ping_msg, PROTO_PING);
+			if (rc && rc != -FI_EAGAIN)
+				return;
+		}
+		if (proto_comm_progress(c) <= 0)
+			sched_yield();
+	}
+}
+
 void proto_comm_retire(struct proto_comm *c)
 {
 	if (!c)
 		return;
 	struct fab_ep *ep = c->ep;
-	if (c->kind == PROTO_SEND && !atomic_load(&c->dead)) {
-		/* wait for the CTS owed to eager messages (see cts_owed) */
-		struct proto_send *s = container_of(c, struct proto_send, c);
-		uint64_t deadline = fab_now_ns() + PROTO_CLOSE_CTS_NS;
-		while (atomic_load(&s->cts_owed) > 0 && fab_now_ns() < deadline)
-			if (proto_comm_progress(c) <= 0)
-				sched_yield();
-	}
-	if (c->kind == PROTO_RECV)
+	if (c->kind == PROTO_SEND)
+		send_wait_taken(container_of(c, struct proto_send, c));
+	if (c->kind == PROTO_RECV) {
+		/* tell the sender how many messages we took: its close then waits
+		 * for no more (a goodbye the provider cannot send is no loss) */
+		if (c->ping_id && !atomic_load(&c->dead))
+			(void)post_ping(c, &c->bye_op, &c->bye_msg, PROTO_BYE);
 		recv_prepare_sink(container_of(c, struct proto_recv, c));
+	}
 	/* control messages and RMA notices for it are dropped from now on */
 	fab_domain_unregister(ep->dom, &c->reg);
 	c->magic = 0xdeadbeef;
@@ -321,8 +352,10 @@ static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_ping *msg,
 			 enum proto_ping_type type)
 {
+	uint32_t taken = c->kind == PROTO_RECV ?
+				 atomic_load(&container_of(c, struct proto_recv, c)->taken) : 0;
 	*msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
-				    .secret = c->secret };
+				    .taken = taken, .secret = c->secret };
 	op_will_post(c, op);
 	ssize_t rc = fab_ep_tsend(c->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer,
 				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
@@ -349,7 +382,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 	}
 	if (len != sizeof(*m) || m->magic != PROTO_PING_MAGIC || !c->ping_id ||
 	    m->from_id != c->ping_id || m->secret != c->secret ||
-	    (m->type != PROTO_PING && m->type != PROTO_PONG)) {
+	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE)) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
 		FAB_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
@@ -357,8 +390,19 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 				 c->peer_text ? c->peer_text : "?", len);
 		return;
 	}
+	if (m->type != PROTO_PING && c->kind == PROTO_SEND) {
+		/* how many of our messages the receiver took: only ever forward */
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		uint32_t acked = atomic_load(&s->acked);
+		if ((int32_t)(m->taken - acked) > 0)
+			atomic_store(&s->acked, m->taken);
+		if (m->type == PROTO_BYE)
+			atomic_store(&s->peer_closed, true);
+	}
 	if (m->type == PROTO_PONG) {
-		atomic_store(&c->last_ns, fab_now_ns());
+		atomic_store(&c->last_ns, fab_coarse_ns());
+	} else if (m->type == PROTO_BYE) {
+		/* (its pings go unanswered from now on: liveness sees the rest) */
 	} else if (!atomic_load(&c->pong_op.posted)) {
 		/* (one pong in flight per connection: the peer pings again) */
 		(void)post_ping(c, &c->pong_op, &c->pong_msg, PROTO_PONG);
@@ -392,7 +436,7 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
 		 err == FI_ETIMEDOUT ? "no answer to liveness pings" : "a liveness ping failed",
-		 fi_strerror(err), (double)(fab_now_ns() - atomic_load(&c->last_ns)) / 1e9, n);
+		 fi_strerror(err), (double)(fab_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
 	proto_comm_unlock_rails(c);
@@ -408,7 +452,7 @@ int proto_comm_alive(struct proto_comm *c)
 	}
 	if (!c->ping_id || atomic_flag_test_and_set(&c->alive_busy))
 		return 0;
-	uint64_t now = fab_now_ns(), last = atomic_load(&c->last_ns);
+	uint64_t now = fab_coarse_ns(), last = atomic_load(&c->last_ns);
 	if (now - last < PROTO_PING_NS || last > now) {
 		c->probe_ns = 0;
 		goto out;
@@ -775,7 +819,7 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		return;
 	}
 	uint32_t mask = proto_tag_seq_mask(lay);
-	atomic_store_explicit(&s->c.last_ns, fab_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&s->c.last_ns, fab_coarse_ns(), memory_order_relaxed);
 	FAB_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
 		  ep->index, m->count, m->e[0].tag, m->e[0].seq);
 	pthread_mutex_lock(&s->cts_lock);
@@ -784,10 +828,8 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		uint32_t folded = proto_tag_fold(lay, e.tag);
 		e.seq &= mask;
 		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-		if (se && proto_seq_behind(se->seq, e.seq, mask)) {
-			atomic_fetch_sub(&s->cts_owed, 1); /* sent eagerly before this CTS arrived */
-			continue;
-		}
+		if (se && proto_seq_behind(se->seq, e.seq, mask))
+			continue; /* sent eagerly before this CTS arrived */
 		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
 			atomic_fetch_add(&ep->dropped, 1);
 			FAB_WARN_LIMITED(NCCL_NET,
@@ -963,7 +1005,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 		s->c.peer_text = s->peer_text;
 		s->c.ping_peer = s->peer[0];
 		s->c.ping_id = s->remote_id;
-		atomic_store(&s->c.last_ns, fab_now_ns());
+		atomic_store(&s->c.last_ns, fab_coarse_ns());
 		atomic_store(&s->state, PROTO_READY);
 		return ncclSuccess;
 	}
@@ -1183,7 +1225,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	r->c.peer_text = r->peer_text;
 	r->c.ping_peer = r->peer[0];
 	r->c.ping_id = r->reply_id;
-	atomic_store(&r->c.last_ns, fab_now_ns());
+	atomic_store(&r->c.last_ns, fab_coarse_ns());
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
 	fab_plugin_comm_opened();

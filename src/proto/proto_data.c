@@ -14,7 +14,8 @@
  * with the abort bit fails the receive on both sides.
  *
  * A receive posts a tagged receive per buffer on the buffer's rail and one
- * CTS. What completes a buffer: the tagged receive (eager or tagged sends,
+ * CTS; the CTS of a receive whose buffers all take any eager message is lazy
+ * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What completes a buffer: the tagged receive (eager or tagged sends,
  * stand-ins), or the RMA write's CQ data, after which its tagged receive is
  * cancelled and that cancellation completes it.
  */
@@ -76,7 +77,7 @@ static ncclResult_t classify_error(int err)
 
 static void op_finish(struct proto_comm *c, struct fab_op *op)
 {
-	atomic_store_explicit(&c->last_ns, fab_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&c->last_ns, fab_coarse_ns(), memory_order_relaxed);
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
@@ -88,6 +89,7 @@ static void recv_abandon(struct proto_recv_req *q)
 {
 	struct proto_req *r = &q->h;
 	proto_req_fail(r, ncclSystemError);
+	atomic_store(&q->cts_lazy, 0);
 	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
 	for (int k = q->cursor; k < r->n; k++) {
 		fab_buf_put(r->comm->dev->dom, q->bounce[k]);
@@ -275,8 +277,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			 fab_strerror((int)rc));
 		return ncclSystemError;
 	}
-	if (!have)
-		atomic_fetch_add(&s->cts_owed, 1);
+	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
 	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
 		  s->peer_text, rail,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
@@ -297,6 +298,8 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct fab_buf *bounce = q->bounce[i];
 	q->bounce[i] = NULL;
 	fab_op_release(op); /* the provider is done with NCCL's buffer */
+	if (e)
+		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
 		/* The sender's stand-in for a message larger than this buffer. */
 		uint64_t sent = 0;
@@ -395,6 +398,7 @@ void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len)
 	}
 	atomic_store(&q->got[i], (size_t)size);
 	atomic_fetch_or(&q->rma_done, 1u << i);
+	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
 	 * (recv_done) completes the buffer */
 	fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
@@ -475,6 +479,13 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->h.nposted++;
 	}
 	if (!q->cts_sent) {
+		if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed)) {
+			/* lazy: not before it is due, and only by the thread that claims it */
+			int lazy = 1;
+			if (fab_coarse_ns() < q->cts_due_ns ||
+			    !atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0))
+				return 0;
+		}
 		int rail = q->rail[0];
 		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
@@ -487,6 +498,8 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		if (rc) {
 			atomic_store(&q->cts_op.posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
+			if (q->cts_due_ns)
+				atomic_store(&q->cts_lazy, 1); /* (due: the next call posts it) */
 			return (int)rc;
 		}
 		q->cts_sent = true;
@@ -529,6 +542,8 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	req_reset(r, n);
 	r->nops = n + 1; /* a receive per buffer, and the CTS */
 	q->cts_sent = false;
+	q->cts_due_ns = 0;
+	atomic_store(&q->cts_lazy, 0);
 	q->cursor = 0;
 	atomic_store(&q->sunk, 0);
 	atomic_store(&q->rma_expect, 0);
@@ -589,6 +604,16 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		op->owner = q;
 		op->index = i;
 	}
+	/* Every buffer takes any eager message whole (its own size, or a bounce
+	 * buffer that shows an oversized one): the sender needs this CTS only
+	 * for a message above the eager limit, which is an error. Sent late. */
+	bool lazy = dev->eager_max > 0;
+	for (int i = 0; i < n; i++)
+		lazy &= sizes[i] <= dev->eager_max && (q->bounce[i] || sizes[i] == dev->eager_max);
+	if (lazy) {
+		q->cts_due_ns = fab_coarse_ns() + PROTO_LAZY_CTS_NS;
+		atomic_store(&q->cts_lazy, 1);
+	}
 	int prc = recv_post_remaining(q);
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
@@ -619,6 +644,20 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 }
 
 /* ---------------- test ---------------- */
+
+/* A lazy CTS neither posted nor due by the time every buffer is full is
+ * never needed: skipped, it counts as done. */
+static void recv_skip_lazy_cts(struct proto_req *r)
+{
+	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+	int lazy = 1;
+	if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed) && q->cursor >= r->n &&
+	    atomic_load_explicit(&r->ncomplete, memory_order_acquire) >= r->n &&
+	    atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0)) {
+		q->cts_sent = true;
+		atomic_fetch_add_explicit(&r->ncomplete, 1, memory_order_release);
+	}
+}
 
 static int flush_post(struct proto_recv_req *q);
 
@@ -655,12 +694,16 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			}
 		}
 	}
+	if (r->kind == PROTO_REQ_RECV)
+		recv_skip_lazy_cts(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		/* every rail of the comm, not only this request's: a CTS or a
 		 * handshake of a later request may wait on another rail, and NCCL
 		 * tests the oldest request first */
 		if (proto_comm_progress(r->comm) < 0)
 			return ncclSystemError;
+		if (r->kind == PROTO_REQ_RECV)
+			recv_skip_lazy_cts(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
 			 * provider may never complete the cancellations; the request then

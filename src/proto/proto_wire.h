@@ -19,7 +19,8 @@
 #include "fab/fab.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 3 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong */
+#define PROTO_VERSION 4 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
+                          * 4: lazy CTS, pongs count the messages taken, goodbye */
 
 struct proto_handle {
 	uint32_t magic;
@@ -98,12 +99,13 @@ _Static_assert(sizeof(struct proto_cts) == 336, "CTS layout");
  * kind PING, tag id = the addressee) and must name the addressee's peer
  * (from_id) and carry the connection's secret. */
 #define PROTO_PING_MAGIC 0x474e4950u /* "PING" */
-enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2 };
+/* PROTO_BYE: a receive comm closing tells its sender how many messages it took */
+enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3 };
 struct proto_ping {
 	uint32_t magic;
 	uint32_t type;     /* enum proto_ping_type */
 	uint32_t from_id;  /* the sending object's id: the addressee's peer */
-	uint32_t reserved;
+	uint32_t taken;    /* pong or goodbye of a receive comm: messages it took in (mod 2^32) */
 	uint64_t secret;
 };
 _Static_assert(sizeof(struct proto_ping) == 24, "ping layout");

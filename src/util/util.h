@@ -50,4 +50,15 @@ static inline uint64_t fab_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The same clock at the kernel tick's resolution (a few ms), for what runs
+ * on every completion and every test(): liveness, idleness, the lazy CTS.
+ * It reads a variable; the precise clock costs up to a quarter of a spinning
+ * test() loop in a VM. Never mix its values with fab_now_ns()'s. */
+static inline uint64_t fab_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
 #endif

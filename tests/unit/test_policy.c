@@ -1466,7 +1466,7 @@ static int test_datapath_defaults(void)
 	fab_policy_rails("shm", 2, 1, 1, &c);
 	CHECK(c.threads);
 	char why[96];
-	CHECK_EQ(fab_policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 16384);
+	CHECK_EQ(fab_policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 65536);
 	CHECK_STR_CONTAINS(why, "stream provider");
 	CHECK_EQ(fab_policy_eager("shm", 4096, -1, why, sizeof(why)), 4096);
 	CHECK_EQ(fab_policy_eager("shm", 0, -1, why, sizeof(why)), 0);

@@ -62,7 +62,14 @@ static int test_layout(void)
 	CHECK_EQ(offsetof(struct proto_msg, checksum), 752);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 3);
+	CHECK_EQ(PROTO_VERSION, 4);
+	/* ping, pong and goodbye: the count of messages taken sits in word 3 */
+	CHECK_EQ(sizeof(struct proto_ping), 24);
+	CHECK_EQ(offsetof(struct proto_ping, taken), 12);
+	CHECK_EQ(offsetof(struct proto_ping, secret), 16);
+	CHECK_EQ(PROTO_PING, 1);
+	CHECK_EQ(PROTO_PONG, 2);
+	CHECK_EQ(PROTO_BYE, 3);
 	struct proto_handle h;
 	good_handle(&h);
 	uint32_t first;
@@ -321,7 +328,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 3");
+	CHECK_STR_CONTAINS(why, "expected 4");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;

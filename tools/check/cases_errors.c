@@ -308,6 +308,59 @@ static int ck_close_inflight(ck_t *ck)
 	return ck_fresh_link_works(ck, 97);
 }
 
+/* ------------------------------------------------------------ sender leaves early */
+
+/* The sender's messages all complete before the receiver posts anything (at
+ * most 1000 bytes: within the eager limit of every provider tested here), it closes its send comm and its process exits, as a rank does
+ * once its last collective is done. The receiver posts 300 ms later: every
+ * message must still arrive whole. closeSend must have waited for the
+ * receiver to take them (a provider may drop data of a peer that left: native
+ * tcp does), so it returns only after the receiver posted, within its bound. */
+static int ck_sender_exits(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	enum { N = 6 };
+	size_t sizes[N];
+	uint64_t seeds[N];
+	for (int i = 0; i < N; i++) {
+		static const size_t base[N] = {0, 1, 64, 100, 500, 1000};
+		sizes[i] = ck_cap(ck, base[i]);
+		seeds[i] = ck_seed(ck, 0, 1, 98, i);
+	}
+	ck_side_t s;
+	ck_side_t *sides[1] = {&s};
+	if (me == 0) {
+		if (ck_side_send(ck, &s, sc, N, sizes, seeds, CK_TAG) || ck_sides_run(ck, sides, 1, N))
+			return FH_FAIL;
+		if (fh_oob_barrier(r))
+			return FH_FAIL;
+		double t0 = fh_now();
+		if (ck_ok(ck, fh_net_close_send(ck->net, sc), "closeSend() with messages not yet taken"))
+			return FH_FAIL;
+		double dt = fh_now() - t0;
+		if (ck_side_release(ck, &s))
+			return FH_FAIL;
+		/* the receiver posts 300 ms after the barrier */
+		if (dt < 0.15)
+			return fh_fail(r, "closeSend() returned after %.3f s, before the receiver took "
+					  "the messages (it posts 300 ms after the sends completed)", dt);
+		fh_note(r, "closeSend waited %.3f s for the receiver; this rank now exits", dt);
+		return FH_OK; /* the process exits: its endpoints and sockets close */
+	}
+	if (ck_side_recv(ck, &s, rc, N, sizes, 0, seeds, CK_TAG) || fh_oob_barrier(r))
+		return FH_FAIL;
+	struct timespec ts = {0, 300 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	if (ck_sides_run(ck, sides, 1, N) || ck_side_verify(ck, &s, "sender that left") ||
+	    ck_side_release(ck, &s))
+		return FH_FAIL;
+	return ck_close_pair(ck, NULL, rc);
+}
+
 /* ------------------------------------------------------------ table */
 
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
@@ -315,9 +368,12 @@ static int ck_close_inflight(ck_t *ck)
 static const ck_case_t ck_errors[] = {
 	{"send-larger/eager", "8 KiB into a 4 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 8 * KiB},
-	{"send-larger/lazy", "20 KiB into a 10 KiB receive: above tcp's eager limit, into a "
-			     "bounced receive: ncclInvalidUsage + WARN, guard intact",
+	{"send-larger/lazy", "20 KiB into a 10 KiB receive: into a bounced receive: "
+			     "ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 20 * KiB},
+	{"send-larger/lazy-cts", "96 KiB into a 48 KiB receive: above tcp's eager limit, into a "
+				 "receive whose CTS is lazy: ncclInvalidUsage + WARN, guard intact",
+	 2, ALLV, 0, 0, ck_send_larger, 96 * KiB},
 	{"send-larger/rndv", "1 MiB into a 512 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 0},
 	{"corrupt-handle", "connect with flipped/random/zero handles fails, then a good one works",
@@ -329,6 +385,9 @@ static const ck_case_t ck_errors[] = {
 	 0, 0, ck_close_inflight, 2},
 	{"close-inflight/sends", "close with sends in flight that no receive matches", 2, ALLV, 0,
 	 0, ck_close_inflight, 1},
+	{"close-early/sender-exits", "eager sends complete, the sender closes and exits; the "
+				     "receiver posts 300 ms later: every byte arrives",
+	 2, ALLV, 0, 0, ck_sender_exits, 0},
 };
 
 const ck_case_t *ck_cases_errors(int *n)
