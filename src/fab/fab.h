@@ -241,8 +241,9 @@ static inline void fab_op_release(struct fab_op *op)
 
 /* ---- endpoint (fab_ep.c) ---- */
 
-/* Called for each message of a receive pool, with the endpoint's CQ lock held.
- * The buffer is re-posted when the handler returns. */
+/* Called for each control message whose route (its first 8 bytes) matches
+ * the pool's tag, with the endpoint's CQ lock held; tag is that route. The
+ * buffer is re-posted when the handler returns. */
 typedef void (*fab_rx_handler_fn)(struct fab_ep *ep, void *arg, const void *msg, size_t len,
 				  uint64_t tag);
 /* Called for each remote write with CQ data that lands on the endpoint (the
@@ -303,6 +304,18 @@ static inline ssize_t fab_ep_tsend(struct fab_ep *ep, const void *buf, size_t le
 {
 	fab_ep_enter(ep);
 	ssize_t rc = fi_tsend(ep->ep, buf, len, desc, dest, tag, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
+/* A control message, untagged: it lands in one of the endpoint's control
+ * receives (fab_ep_rx_pool_start), whose first 8 bytes, its route, pick the
+ * pool that handles it. */
+static inline ssize_t fab_ep_send(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+				  fi_addr_t dest, void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_send(ep->ep, buf, len, desc, dest, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }

@@ -354,12 +354,11 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 {
 	uint32_t taken = c->kind == PROTO_RECV ?
 				 atomic_load(&container_of(c, struct proto_recv, c)->taken) : 0;
-	*msg = (struct proto_ping){ .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
+	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
 				    .taken = taken, .secret = c->secret };
 	op_will_post(c, op);
-	ssize_t rc = fab_ep_tsend(c->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer,
-				  proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
-				  &op->ctx);
+	ssize_t rc = fab_ep_send(c->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
 	if (rc)
 		op_not_posted(c, op);
 	return rc;
@@ -597,9 +596,9 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	rj->msg.reason = reason;
 	rj->msg.nonce = req->nonce;
 	rj->msg.secret = req->secret;
-	proto_msg_seal(&rj->msg);
-	if (fab_ep_tsend(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
-			 proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id), &rj->op.ctx))
+	proto_msg_seal(&rj->msg, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id));
+	if (fab_ep_send(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
+			&rj->op.ctx))
 		reject_free(rj);
 }
 
@@ -854,8 +853,10 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 	/* CTS (kind 2) and PING (kind 3) differ in the kind's low bit: one pool
 	 * takes both, so pings never pile up unmatched in the provider */
 	uint64_t ignore = 0xffffffffULL | 1ULL << dev->layout.kind_shift;
+	/* (every pool's buffers take the largest control message: any control
+	 * message may land in any of them) */
 	int rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
-				      PROTO_CTS_POOL, sizeof(struct proto_cts), cts_handler, dev);
+				      PROTO_CTS_POOL, sizeof(struct proto_msg), cts_handler, dev);
 	/* listen handles carry rail 0's address: connection requests arrive there */
 	if (!rc && ep->index == 0)
 		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
@@ -939,7 +940,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 		s->out.alen[i] = (uint8_t)s->c.rails[i]->namelen;
 		memcpy(s->out.addr[i], s->c.rails[i]->name, s->c.rails[i]->namelen);
 	}
-	proto_msg_seal(&s->out);
+	proto_msg_seal(&s->out, s->listen_tag);
 	s->start_ns = fab_now_ns();
 	s->handle_ptr = handle_ptr;
 	s->handle_sum = h->checksum;
@@ -956,8 +957,8 @@ static ncclResult_t send_advance(struct proto_send *s)
 
 	if (!s->out_posted) {
 		op_will_post(&s->c, &s->out_op);
-		rc = fab_ep_tsend(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0], s->listen_tag,
-			      &s->out_op.ctx);
+		rc = fab_ep_send(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0],
+				 &s->out_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->out_op);
 			if (rc != -FI_EAGAIN) {
@@ -1116,10 +1117,9 @@ static void recv_free_list_init(struct proto_recv *r);
 
 static int recv_post_ack(struct proto_recv *r)
 {
-	const struct proto_tag_layout *lay = &r->c.dev->layout;
 	op_will_post(&r->c, &r->ack_op);
-	ssize_t rc = fab_ep_tsend(r->c.ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
-			      proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, r->reply_id), &r->ack_op.ctx);
+	ssize_t rc = fab_ep_send(r->c.ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
+				 &r->ack_op.ctx);
 	if (rc) {
 		op_not_posted(&r->c, &r->ack_op);
 		return (int)rc;
@@ -1203,7 +1203,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 			r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
 			memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);
 		}
-		proto_msg_seal(&r->ack);
+		proto_msg_seal(&r->ack, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req.id));
 		r->reply_id = req.id;
 		l->accepting = r;
 	}

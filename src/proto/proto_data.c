@@ -490,11 +490,11 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		ssize_t rc = fab_ep_tsend(q->cts_op.ep, &q->cts,
-				      offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
-				      c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[rail],
-				      proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id),
-				      &q->cts_op.ctx);
+		q->cts.route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id);
+		ssize_t rc = fab_ep_send(q->cts_op.ep, &q->cts,
+				     offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
+				     c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[rail],
+				     &q->cts_op.ctx);
 		if (rc) {
 			atomic_store(&q->cts_op.posted, 0);
 			atomic_fetch_sub(&c->pending, 1);

@@ -1,8 +1,12 @@
 /*
  * proto_tag.h - how a 64-bit libfabric tag is carved up. Pure.
  *
- *   data message:    [ctrl=0][abort][conn id][seq][NCCL tag]
- *   control message: [ctrl=1][kind:2][0 ...][object id:32]
+ *   data message (tag):     [ctrl=0][abort][conn id][seq][NCCL tag]
+ *   control route (word 0): [ctrl=1][kind:2][0 ...][object id:32]
+ *
+ * Control messages travel untagged and begin with their route, laid out
+ * like a tag (proto_tag_ctrl), which picks the endpoint pool that takes
+ * them: the provider matches data against tagged receives only.
  *
  * conn id is the receiving connection's id, allocated by the receiver's
  * endpoint and sent back in the handshake, so many connections share one

@@ -64,8 +64,9 @@ int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t wh
 	return 0;
 }
 
-void proto_msg_seal(struct proto_msg *m)
+void proto_msg_seal(struct proto_msg *m, uint64_t route)
 {
+	m->route = route;
 	m->magic = PROTO_MAGIC;
 	m->version = PROTO_VERSION;
 	m->checksum = fab_fnv1a64(m, offsetof(struct proto_msg, checksum), 0);

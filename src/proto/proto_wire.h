@@ -49,7 +49,13 @@ enum proto_reject_reason {
 
 #define PROTO_MAX_RAILS 8
 
+/* Control messages travel untagged (fi_send into the endpoint's control
+ * receives), apart from tagged data: a data message never walks past posted
+ * control receives in the provider's matching list. Each starts with its
+ * route, the addressee's control tag (proto_tag_ctrl: kind and object id),
+ * by which the endpoint hands it to its pool's handler. */
 struct proto_msg {
+	uint64_t route;
 	uint32_t magic;
 	uint8_t version;
 	uint8_t type;
@@ -67,7 +73,7 @@ struct proto_msg {
 	uint8_t addr[PROTO_MAX_RAILS][FAB_ADDR_MAX]; /* the sender's rail endpoints */
 	uint64_t checksum;
 };
-_Static_assert(sizeof(struct proto_msg) == 760, "control message layout");
+_Static_assert(sizeof(struct proto_msg) == 768, "control message layout");
 
 /* Clear to send: what a receive posted, one per irecv. A sender with a
  * message above the eager limit waits for it, so it never hands the provider
@@ -86,13 +92,14 @@ struct proto_cts_entry {
 	uint32_t flags;  /* PROTO_CTS_* */
 };
 struct proto_cts {
+	uint64_t route;
 	uint32_t count;
 	uint32_t conn_id; /* the receiving connection, for sanity checks */
 	uint64_t secret;  /* the connection's (see proto_msg) */
 	struct proto_cts_entry e[PROTO_CTS_MAX];
 };
 _Static_assert(sizeof(struct proto_cts_entry) == 40, "CTS entry layout");
-_Static_assert(sizeof(struct proto_cts) == 336, "CTS layout");
+_Static_assert(sizeof(struct proto_cts) == 344, "CTS layout");
 
 /* Liveness: a connection waiting on its peer pings it; the peer answers with
  * a pong to the pinging object. Both go to the CTS pool of rail 0 (control
@@ -102,13 +109,14 @@ _Static_assert(sizeof(struct proto_cts) == 336, "CTS layout");
 /* PROTO_BYE: a receive comm closing tells its sender how many messages it took */
 enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3 };
 struct proto_ping {
+	uint64_t route;
 	uint32_t magic;
 	uint32_t type;     /* enum proto_ping_type */
 	uint32_t from_id;  /* the sending object's id: the addressee's peer */
 	uint32_t taken;    /* pong or goodbye of a receive comm: messages it took in (mod 2^32) */
 	uint64_t secret;
 };
-_Static_assert(sizeof(struct proto_ping) == 24, "ping layout");
+_Static_assert(sizeof(struct proto_ping) == 32, "ping layout");
 
 /* Remote CQ data of an RMA write: which buffer of which connection is full,
  * and how many bytes were written. 64 bits: size 32 | slot 8 | conn id 24. */
@@ -131,7 +139,7 @@ void proto_handle_encode(struct proto_handle *h, uint32_t listen_id, unsigned ta
 /* 0 when buf holds a handle of this provider; else -1 with the reason in why. */
 int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t why_len);
 
-void proto_msg_seal(struct proto_msg *m);
+void proto_msg_seal(struct proto_msg *m, uint64_t route);
 /* 0 when the message is well-formed; else -1 with the reason. */
 int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why_len);
 const char *proto_reject_text(uint32_t reason);

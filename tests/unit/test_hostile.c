@@ -268,8 +268,7 @@ static unsigned kind_of(uint64_t tag, size_t len)
 	if (!proto_tag_is_ctrl(glay, tag))
 		return K_DATA;
 	unsigned k = (unsigned)(tag >> glay->kind_shift) & 3;
-	size_t room = k == PROTO_CTRL_CONNECT || k == PROTO_CTRL_ACCEPT ? sizeof(struct proto_msg)
-									  : sizeof(struct proto_cts);
+	size_t room = sizeof(struct proto_msg); /* every control receive's buffer */
 	if (len > room)
 		return K_OVERSIZE;
 	return k == PROTO_CTRL_CONNECT ? K_CONNECT : k == PROTO_CTRL_ACCEPT ? K_ACCEPT :
@@ -291,7 +290,12 @@ static void forge(struct fab_ep *ep, fi_addr_t to, uint64_t tag, const void *msg
 	f->op.complete = forged_done;
 	f->op.owner = f;
 	f->busy = true;
-	if (fab_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
+	/* control messages travel untagged and start with their route */
+	bool ctrl = proto_tag_is_ctrl(glay, tag);
+	if (ctrl && len >= sizeof(tag))
+		memcpy(f->buf, &tag, sizeof(tag));
+	if (ctrl ? fab_ep_send(ep, f->buf, len, NULL, to, &f->op.ctx) :
+		   fab_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
 		f->busy = false;
 	else
 		posted_total++;
@@ -326,12 +330,12 @@ static void hostile_round(struct fab_ep *ep, fi_addr_t to, const struct proto_ha
 		m.nonce = rnd();
 		m.alen[0] = (uint8_t)ep->namelen;
 		memcpy(m.addr[0], ep->name, ep->namelen);
-		proto_msg_seal(&m);
+		proto_msg_seal(&m, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id));
 		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id), &m, sizeof(m));
 		m.nonce = h->nonce;
 		m.alen[0] = 3;
 		memset(m.addr[0], 0xff, sizeof(m.addr[0]));
-		proto_msg_seal(&m);
+		proto_msg_seal(&m, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id));
 		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_CONNECT, id), &m, sizeof(m));
 		/* ACCEPT and REJECT for a connector that may be connecting now */
 		m.type = (uint8_t)(id & 1 ? PROTO_MSG_ACCEPT : PROTO_MSG_REJECT);
@@ -340,7 +344,7 @@ static void hostile_round(struct fab_ep *ep, fi_addr_t to, const struct proto_ha
 		m.alen[0] = (uint8_t)ep->namelen;
 		memcpy(m.addr[0], ep->name, ep->namelen);
 		m.secret = rnd();
-		proto_msg_seal(&m);
+		proto_msg_seal(&m, proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, id));
 		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_ACCEPT, id), &m, sizeof(m));
 		/* CTS: garbage, and well-formed with a guessed connection id */
 		jl = rnd() % sizeof(struct proto_cts);

@@ -58,15 +58,19 @@ static int test_layout(void)
 	CHECK(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE);
 	CHECK_EQ(offsetof(struct proto_handle, checksum), 120);
 	CHECK_EQ(offsetof(struct proto_handle, addr), 32);
-	CHECK_EQ(sizeof(struct proto_msg), 760);
-	CHECK_EQ(offsetof(struct proto_msg, checksum), 752);
+	CHECK_EQ(sizeof(struct proto_msg), 768);
+	CHECK_EQ(offsetof(struct proto_msg, checksum), 760);
+	CHECK_EQ(offsetof(struct proto_msg, route), 0); /* control messages start with their route */
+	CHECK_EQ(offsetof(struct proto_cts, route), 0);
+	CHECK_EQ(sizeof(struct proto_cts), 344);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
 	CHECK_EQ(PROTO_VERSION, 4);
-	/* ping, pong and goodbye: the count of messages taken sits in word 3 */
-	CHECK_EQ(sizeof(struct proto_ping), 24);
-	CHECK_EQ(offsetof(struct proto_ping, taken), 12);
-	CHECK_EQ(offsetof(struct proto_ping, secret), 16);
+	/* ping, pong and goodbye: route, then the count of messages taken in word 5 */
+	CHECK_EQ(sizeof(struct proto_ping), 32);
+	CHECK_EQ(offsetof(struct proto_ping, route), 0);
+	CHECK_EQ(offsetof(struct proto_ping, taken), 20);
+	CHECK_EQ(offsetof(struct proto_ping, secret), 24);
 	CHECK_EQ(PROTO_PING, 1);
 	CHECK_EQ(PROTO_PONG, 2);
 	CHECK_EQ(PROTO_BYE, 3);
@@ -249,7 +253,7 @@ static void good_msg(struct proto_msg *m, uint8_t type)
 	}
 	if (type == PROTO_MSG_REJECT)
 		m->reason = PROTO_REJECT_PROVIDER;
-	proto_msg_seal(m);
+	proto_msg_seal(m, 0x8000000000000001ULL);
 }
 
 static int test_msg_roundtrip(void)
@@ -270,7 +274,7 @@ static int test_msg_roundtrip(void)
 	m.nrails = PROTO_MAX_RAILS;
 	for (int r = 0; r < PROTO_MAX_RAILS; r++)
 		m.alen[r] = FAB_ADDR_MAX;
-	proto_msg_seal(&m);
+	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	return 0;
 }
@@ -285,27 +289,27 @@ static int test_msg_bad(void)
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
 		why[0] = '\0';
 		CHECK_EQ(proto_msg_check(&m, lens[i], why, sizeof(why)), -1);
-		CHECK_STR_CONTAINS(why, "expected 760");
+		CHECK_STR_CONTAINS(why, "expected 768");
 	}
 
 	static const uint8_t bad_types[] = { 0, 4, 0x80, 0xff };
 	for (size_t i = 0; i < sizeof(bad_types); i++) {
 		good_msg(&m, PROTO_MSG_ACCEPT);
 		m.type = bad_types[i];
-		proto_msg_seal(&m);
+		proto_msg_seal(&m, 0x8000000000000001ULL);
 		CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 		CHECK_STR_CONTAINS(why, "unknown control message type");
 	}
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.alen[1] = 0;
-	proto_msg_seal(&m);
+	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 	CHECK_STR_CONTAINS(why, "address length 0 of rail 1");
 
 	good_msg(&m, PROTO_MSG_ACCEPT);
 	m.alen[0] = FAB_ADDR_MAX + 1;
-	proto_msg_seal(&m);
+	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 	CHECK_STR_CONTAINS(why, "address length 89");
 
@@ -313,7 +317,7 @@ static int test_msg_bad(void)
 	for (size_t i = 0; i < sizeof(bad_rails); i++) {
 		good_msg(&m, PROTO_MSG_CONNECT);
 		m.nrails = bad_rails[i];
-		proto_msg_seal(&m);
+		proto_msg_seal(&m, 0x8000000000000001ULL);
 		CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 		CHECK_STR_CONTAINS(why, "rails out of range");
 	}
@@ -321,7 +325,7 @@ static int test_msg_bad(void)
 	/* a rail beyond nrails may hold anything: it is not used */
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.alen[5] = 0xff;
-	proto_msg_seal(&m);
+	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 
 	good_msg(&m, PROTO_MSG_CONNECT);
@@ -410,7 +414,7 @@ static int test_imm(void)
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot and size"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
-	TEST_ENTRY(test_layout, "handle is 128 bytes, message 760, checksum last"),
+	TEST_ENTRY(test_layout, "handle is 128 bytes, message 768, route first, checksum last"),
 	TEST_ENTRY(test_handle_roundtrip, "encode/check round trip, longest address, unaligned buffer"),
 	TEST_ENTRY(test_handle_every_byte, "every single-byte corruption of a handle is rejected"),
 	TEST_ENTRY(test_handle_fields, "resealed bad version/addr_len/listen id/provider rejected with reason"),
