@@ -269,6 +269,7 @@ struct fab_ep {
 		size_t len;
 		unsigned char bytes[FAB_ADDR_MAX];
 		fi_addr_t fi_addr;
+		bool silent;        /* left a close waiting for its answer (fab_ep_peer_silent) */
 	} *addrs;
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
@@ -363,8 +364,12 @@ void fab_ep_close(struct fab_ep *ep);
  * rails move data in parallel. Otherwise only when no other thread has for
  * FAB_EP_IDLE_NS: control messages (pings) are answered and a closed
  * connection drains while NCCL calls nothing on this endpoint. */
-#define FAB_EP_IDLE_NS (50ULL * 1000000ULL)
+#define FAB_EP_IDLE_NS (10ULL * 1000000ULL)
 int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy);
+/* A peer that left a close waiting in vain for its answer is probably gone:
+ * later closes to it do not wait again. Any answer from it clears the mark. */
+void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent);
+bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer);
 /* Reads up to cq_batch completions and dispatches them. Returns the number read
  * (0 when another thread is already reading) or a negative error. */
 int fab_ep_progress(struct fab_ep *ep);

@@ -329,9 +329,30 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	pa->len = len;
 	memcpy(pa->bytes, addr, len);
 	pa->fi_addr = fa;
+	pa->silent = false;
 	pthread_mutex_unlock(&ep->lock);
 	*out = fa;
 	return 0;
+}
+
+void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent)
+{
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < ep->naddrs; i++)
+		if (ep->addrs[i].fi_addr == peer)
+			ep->addrs[i].silent = silent;
+	pthread_mutex_unlock(&ep->lock);
+}
+
+bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer)
+{
+	bool silent = false;
+	pthread_mutex_lock(&ep->lock);
+	for (int i = 0; i < ep->naddrs; i++)
+		if (ep->addrs[i].fi_addr == peer)
+			silent = ep->addrs[i].silent;
+	pthread_mutex_unlock(&ep->lock);
+	return silent;
 }
 
 /* ---------------- shared control receives ---------------- */

@@ -192,6 +192,7 @@ struct proto_send {
 	atomic_uint sent;
 	atomic_uint acked;
 	atomic_bool peer_closed;
+	atomic_bool answered;      /* a pong or goodbye of the peer arrived */
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 

@@ -256,14 +256,20 @@ static void send_wait_taken(struct proto_send *s)
 {
 	struct proto_comm *c = &s->c;
 	uint64_t start = fab_now_ns(), last_ping = 0;
+	/* a peer that let an earlier close wait in vain is not waited for again:
+	 * a job whose peer exited without a word closes each comm at once */
+	if (fab_ep_peer_silent(c->ep, c->ping_peer))
+		return;
 	while (c->ping_id && !atomic_load(&c->dead) && !atomic_load(&s->peer_closed) &&
 	       (int32_t)(atomic_load(&s->sent) - atomic_load(&s->acked)) > 0) {
 		uint64_t now = fab_now_ns();
 		if (now - start > PROTO_CLOSE_ACK_NS) {
 			FAB_INFO(NCCL_NET, "closing the connection to %s: the receiver took %u of %u "
-				 "messages within %d s; closing anyway", s->peer_text,
-				 atomic_load(&s->acked), atomic_load(&s->sent),
+				 "messages within %d s; closing anyway (later closes to it do not wait)",
+				 s->peer_text, atomic_load(&s->acked), atomic_load(&s->sent),
 				 (int)(PROTO_CLOSE_ACK_NS / 1000000000ULL));
+			if (!atomic_load(&s->answered))
+				fab_ep_peer_set_silent(c->ep, c->ping_peer, true);
 			return;
 		}
 		if (!atomic_load(&c->ping_op.posted) && now - last_ping >= PROTO_CLOSE_PING_NS) {
@@ -392,6 +398,8 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 	if (m->type != PROTO_PING && c->kind == PROTO_SEND) {
 		/* how many of our messages the receiver took: only ever forward */
 		struct proto_send *s = container_of(c, struct proto_send, c);
+		if (!atomic_exchange(&s->answered, true))
+			fab_ep_peer_set_silent(c->ep, c->ping_peer, false); /* it answers again */
 		uint32_t acked = atomic_load(&s->acked);
 		if ((int32_t)(m->taken - acked) > 0)
 			atomic_store(&s->acked, m->taken);
