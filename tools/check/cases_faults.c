@@ -140,6 +140,58 @@ static int ck_peer_death(ck_t *ck)
 						      "the receiver died");
 }
 
+/* The receiver dies without closing while three connections to it each hold
+ * a message it never took (eager: the sends completed). closeSend waits for
+ * the receiver to take what it was sent, bounded; a peer that let one close
+ * wait in vain (shm: the ping completes into the dead process's queue) is not
+ * waited for again, so a job whose peer is gone tears down at once. */
+static int ck_peer_gone_close(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	enum { N = 3 };
+	void *sc[N] = {NULL}, *rc[N] = {NULL};
+	for (int i = 0; i < N; i++)
+		if (link_0to1(ck, &sc[i], &rc[i]))
+			return FH_FAIL;
+	ck_side_t side[N];
+	ck_side_t *sides[N];
+	if (me == 0) {
+		for (int i = 0; i < N; i++) {
+			size_t size = 100;
+			uint64_t seed = ck_seed(ck, 0, 1, 120 + i, 0);
+			if (ck_side_send(ck, &side[i], sc[i], 1, &size, &seed, CK_TAG))
+				return FH_FAIL;
+			sides[i] = &side[i];
+		}
+		if (ck_sides_run(ck, sides, N, 1))
+			return FH_FAIL;
+	}
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	if (me == 1) {
+		fh_stage(r, "dying with %d messages untaken", N);
+		fh_rank_die(r, "died on purpose");
+	}
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	double t[N], total = 0;
+	for (int i = 0; i < N; i++) {
+		double t0 = fh_now();
+		if (ck_ok(ck, fh_net_close_send(ck->net, sc[i]), "closeSend() to a dead peer"))
+			return FH_FAIL;
+		t[i] = fh_now() - t0;
+		total += t[i];
+		if (ck_side_release(ck, &side[i]))
+			return FH_FAIL;
+	}
+	if (t[1] > 1.0 || t[2] > 1.0 || total > 4.0)
+		return fh_fail(r, "closeSend to a dead peer took %.2f, %.2f and %.2f s: only the first "
+				  "may wait (bounded at 2 s)", t[0], t[1], t[2]);
+	fh_note(r, "closeSend to the dead peer: %.2f, %.2f, %.2f s", t[0], t[1], t[2]);
+	return FH_OK;
+}
+
 /* Two ranks in two network namespaces joined by a veth pair (CK_NETNS_PAIR)
  * stream checked data; then rank 0 cuts the link (arg 0: sets its end down,
  * arg 1: deletes the pair). Neither process dies and the kernel resets
@@ -296,6 +348,9 @@ static const ck_case_t ck_faults[] = {
 	{"peer-death/send", "the receiver dies while isend waits for its clear-to-send: an error "
 			    "with a WARN within 15 s; closeSend returns",
 	 2, ALLV, 0, 40, ck_peer_death, 1},
+	{"peer-death/close", "the receiver dies holding untaken messages of 3 connections: "
+			     "only the first closeSend waits (at most 2 s)",
+	 2, ALLV, 0, 30, ck_peer_gone_close, 0},
 	{"stale-handle", "connect through the handle of a closed listen comm fails within 5 s "
 			 "(REJECT), then a good connection works",
 	 2, ALLV, 0, 40, ck_stale_handle, 0},
