@@ -150,10 +150,13 @@ int fab_device_open(struct fab_device *dev, struct fab_domain **out)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
 		else
 			FAB_INFO(NCCL_NET | NCCL_INIT,
-				 "device %d (%s) opened: provider %s, fabric %s; rails %s; eager up to "
+				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
 				 "%s, larger messages as %s",
 				 dev->index, dev->props.name, p->disc.sel.provider,
-				 dev->info->fabric_attr->name, dev->rails_reason, dev->eager_reason,
+				 dev->info->fabric_attr->name, dev->rails_reason,
+				 dev->dom->split ? ", each rail its own domain" :
+				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
+				 dev->eager_reason,
 				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
 	}
 	pthread_mutex_unlock(&dev->open_lock);

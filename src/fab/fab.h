@@ -146,6 +146,13 @@ struct fab_domain {
 	char name[FAB_NAME_LEN];
 	int nep;
 	struct fab_ep *eps[8];      /* rails: connections stripe over them */
+	/* Rails after the first open their own fi_domain: a provider may
+	 * serialise every call of a domain's endpoints under one lock (native
+	 * tcp's progress lock), so rails of one domain never run in parallel.
+	 * Only where no registration is needed on them (no FI_MR_LOCAL or
+	 * FI_MR_ENDPOINT, no GPU memory, no RMA writes): registrations belong
+	 * to the first domain, and the other rails get no descriptors. */
+	bool split;
 	pthread_mutex_t zombie_lock;
 	struct dlist zombies;       /* closed objects waiting for their last completion */
 	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
@@ -284,7 +291,16 @@ struct fab_ep {
 	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
 	fab_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
 	void *rw_arg;
+	struct fid_domain *own_domain; /* a split rail's own domain (fab_domain.split), or NULL */
 };
+
+/* A registration's descriptor as this endpoint may use it: registrations
+ * belong to the first domain, so a split rail gets none (split only where
+ * none is needed). */
+static inline void *fab_ep_desc(const struct fab_ep *ep, void *desc)
+{
+	return ep->own_domain ? NULL : desc;
+}
 
 /* Every libfabric data call goes through these, so a provider quirk lives in
  * one place. cq_lock is recursive: completion callbacks post while holding it. */
@@ -304,7 +320,7 @@ static inline ssize_t fab_ep_tsend(struct fab_ep *ep, const void *buf, size_t le
 				   fi_addr_t dest, uint64_t tag, void *ctx)
 {
 	fab_ep_enter(ep);
-	ssize_t rc = fi_tsend(ep->ep, buf, len, desc, dest, tag, ctx);
+	ssize_t rc = fi_tsend(ep->ep, buf, len, fab_ep_desc(ep, desc), dest, tag, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }
@@ -316,7 +332,7 @@ static inline ssize_t fab_ep_send(struct fab_ep *ep, const void *buf, size_t len
 				  fi_addr_t dest, void *ctx)
 {
 	fab_ep_enter(ep);
-	ssize_t rc = fi_send(ep->ep, buf, len, desc, dest, ctx);
+	ssize_t rc = fi_send(ep->ep, buf, len, fab_ep_desc(ep, desc), dest, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }
@@ -325,7 +341,7 @@ static inline ssize_t fab_ep_trecv(struct fab_ep *ep, void *buf, size_t len, voi
 				   fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
 {
 	fab_ep_enter(ep);
-	ssize_t rc = fi_trecv(ep->ep, buf, len, desc, src, tag, ignore, ctx);
+	ssize_t rc = fi_trecv(ep->ep, buf, len, fab_ep_desc(ep, desc), src, tag, ignore, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }
@@ -334,7 +350,7 @@ static inline ssize_t fab_ep_read(struct fab_ep *ep, void *buf, size_t len, void
 				  fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
 {
 	fab_ep_enter(ep);
-	ssize_t rc = fi_read(ep->ep, buf, len, desc, src, addr, key, ctx);
+	ssize_t rc = fi_read(ep->ep, buf, len, fab_ep_desc(ep, desc), src, addr, key, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }
@@ -344,7 +360,7 @@ static inline ssize_t fab_ep_writedata(struct fab_ep *ep, const void *buf, size_
 				       void *ctx)
 {
 	fab_ep_enter(ep);
-	ssize_t rc = fi_writedata(ep->ep, buf, len, desc, data, dest, addr, key, ctx);
+	ssize_t rc = fi_writedata(ep->ep, buf, len, fab_ep_desc(ep, desc), data, dest, addr, key, ctx);
 	fab_ep_leave(ep);
 	return rc;
 }

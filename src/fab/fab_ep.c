@@ -57,25 +57,35 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	ep->serialize = dom->serialize;
 	pthread_mutex_init(&ep->lock, NULL);
 
+	struct fid_domain *fd = dom->domain;
+	if (dom->split && index > 0) {
+		rc = fi_domain(dom->fabric, dom->info, &ep->own_domain, NULL);
+		if (rc) {
+			FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain for rail %d failed: %s",
+				 dom->name, index, fab_strerror(rc));
+			goto fail;
+		}
+		fd = ep->own_domain;
+	}
 	struct fi_cq_attr cq_attr = {
 		.format = FI_CQ_FORMAT_TAGGED,
 		.wait_obj = FI_WAIT_NONE,
 		.size = 0, /* provider default */
 	};
-	rc = fi_cq_open(dom->domain, &cq_attr, &ep->cq, NULL);
+	rc = fi_cq_open(fd, &cq_attr, &ep->cq, NULL);
 	if (rc) {
 		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_cq_open failed: %s", dom->name,
 			 fab_strerror(rc));
 		goto fail;
 	}
 	struct fi_av_attr av_attr = { .type = dom->info->domain_attr->av_type };
-	rc = fi_av_open(dom->domain, &av_attr, &ep->av, NULL);
+	rc = fi_av_open(fd, &av_attr, &ep->av, NULL);
 	if (rc) {
 		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_av_open failed: %s", dom->name,
 			 fab_strerror(rc));
 		goto fail;
 	}
-	rc = fi_endpoint(dom->domain, dom->info, &ep->ep, NULL);
+	rc = fi_endpoint(fd, dom->info, &ep->ep, NULL);
 	if (rc) {
 		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_endpoint failed: %s", dom->name,
 			 fab_strerror(rc));
@@ -164,6 +174,8 @@ void fab_ep_close(struct fab_ep *ep)
 		fi_close(&ep->av->fid);
 	if (ep->cq)
 		fi_close(&ep->cq->fid);
+	if (ep->own_domain)
+		fi_close(&ep->own_domain->fid);
 	free(ep->addrs);
 	pthread_mutex_destroy(&ep->cq_lock);
 	pthread_mutex_destroy(&ep->lock);
@@ -368,7 +380,8 @@ static int pool_post(struct fab_rx_slab *sl, int i)
 	struct fab_rx_pool *p = sl->pool;
 	fab_ep_enter(p->ep);
 	int rc = (int)fi_recv(p->ep->ep, sl->mem + (size_t)i * p->size, p->size,
-			      sl->mr ? sl->mr->desc : NULL, FI_ADDR_UNSPEC, &sl->ops[i].ctx);
+			      fab_ep_desc(p->ep, sl->mr ? sl->mr->desc : NULL), FI_ADDR_UNSPEC,
+			      &sl->ops[i].ctx);
 	fab_ep_leave(p->ep);
 	return rc;
 }
