@@ -239,7 +239,7 @@ static void log_resources(struct fab_plugin *p, const char *when)
 static void plugin_free(struct fab_plugin *p)
 {
 	log_resources(p, "at finalize");
-	proto_pending_connects_close(p, -1);
+	proto_pending_connects_close(-1);
 	for (int d = 0; d < p->ndevs; d++)
 		fab_domain_drain(p->devs[d].dom, 20000000ULL, 500000000ULL);
 	for (int d = p->ndevs - 1; d >= 0; d--) {
@@ -251,7 +251,6 @@ static void plugin_free(struct fab_plugin *p)
 	}
 	fab_discovery_free(&p->disc);
 	fab_cuda_close();
-	pthread_mutex_destroy(&p->pending_lock);
 	if (p->libfabric_pin)
 		dlclose(p->libfabric_pin); /* RTLD_NODELETE keeps it mapped regardless */
 	free(p);
@@ -301,8 +300,6 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		*res = ncclSystemError;
 		return NULL;
 	}
-	pthread_mutex_init(&p->pending_lock, NULL);
-	dlist_init(&p->pending_connects);
 	/* libfabric's shm provider installs signal handlers that point into
 	 * libfabric: it must outlive any dlclose of this plugin. */
 	p->libfabric_pin = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);

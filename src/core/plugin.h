@@ -86,8 +86,6 @@ struct fab_plugin {
 	struct fab_hmem_decision hmem;
 	int ndevs;
 	struct fab_device devs[FAB_POLICY_MAX_DEVS];
-	pthread_mutex_t pending_lock;
-	struct dlist pending_connects; /* connects not yet answered (proto/) */
 	void *libfabric_pin;
 	/* resource accounting, reported at finalize and by the tools */
 	atomic_int comms_live, comms_peak;

@@ -255,7 +255,7 @@ void proto_comm_cancel_locked(struct proto_comm *c);
 /* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
 /* Closes connects NCCL started and never finished (finalize). */
-void proto_pending_connects_close(struct fab_plugin *p, int dev_index);
+void proto_pending_connects_close(int dev_index);
 
 /* Starts what every endpoint of a device needs: the shared CTS receives and
  * the handler of RMA writes' CQ data. */

@@ -878,11 +878,16 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 	return rc;
 }
 
-static struct proto_send *send_find_pending(struct fab_plugin *p, const void *handle,
-					    uint64_t sum, int dev)
+/* Connects NCCL started and has not finished: it calls connect again with
+ * the same handle until one returns a comm. The connection layer's own
+ * state: nothing outside it reads this registry. */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dlist pending_connects = { &pending_connects, &pending_connects };
+
+static struct proto_send *send_find_pending(const void *handle, uint64_t sum, int dev)
 {
 	struct dlist *it;
-	dlist_foreach(&p->pending_connects, it) {
+	dlist_foreach(&pending_connects, it) {
 		struct proto_send *s = container_of(it, struct proto_send, pending_link);
 		if (s->handle_ptr == handle && s->handle_sum == sum && s->c.dev->index == dev)
 			return s;
@@ -1048,12 +1053,11 @@ ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *
 	struct proto_handle h;
 	memcpy(&h, handle, sizeof(h));
 
-	struct fab_plugin *p = fab_plugin_get();
-	pthread_mutex_lock(&p->pending_lock);
-	struct proto_send *s = send_find_pending(p, handle, h.checksum, dev_index);
+	pthread_mutex_lock(&pending_lock);
+	struct proto_send *s = send_find_pending(handle, h.checksum, dev_index);
 	if (s)
 		dlist_remove(&s->pending_link);
-	pthread_mutex_unlock(&p->pending_lock);
+	pthread_mutex_unlock(&pending_lock);
 	if (!s) {
 		ncclResult_t res = send_create(dev, &h, handle, &s);
 		if (res != ncclSuccess)
@@ -1072,24 +1076,24 @@ ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *
 		fab_plugin_comm_opened();
 		return ncclSuccess;
 	}
-	pthread_mutex_lock(&p->pending_lock);
-	dlist_insert_tail(&p->pending_connects, &s->pending_link);
-	pthread_mutex_unlock(&p->pending_lock);
+	pthread_mutex_lock(&pending_lock);
+	dlist_insert_tail(&pending_connects, &s->pending_link);
+	pthread_mutex_unlock(&pending_lock);
 	return ncclSuccess;
 }
 
-void proto_pending_connects_close(struct fab_plugin *p, int dev_index)
+void proto_pending_connects_close(int dev_index)
 {
 	struct dlist *it, *tmp;
-	pthread_mutex_lock(&p->pending_lock);
-	dlist_foreach_safe(&p->pending_connects, it, tmp) {
+	pthread_mutex_lock(&pending_lock);
+	dlist_foreach_safe(&pending_connects, it, tmp) {
 		struct proto_send *s = container_of(it, struct proto_send, pending_link);
 		if (dev_index >= 0 && s->c.dev->index != dev_index)
 			continue;
 		dlist_remove(&s->pending_link);
 		proto_comm_retire(&s->c);
 	}
-	pthread_mutex_unlock(&p->pending_lock);
+	pthread_mutex_unlock(&pending_lock);
 }
 
 ncclResult_t fab_net_close_send(void *send_comm)
