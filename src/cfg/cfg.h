@@ -45,7 +45,8 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path, and a connection's messages take them in turn " \
 	  "(whole messages; a stream provider such as tcp gives each rail its own stream). "   \
-	  "0: auto (1 today: more rails measured slower; see nccl-fabric-info).")                  \
+	  "0: auto (1: more rails raise large-message bandwidth but cost small messages; see "  \
+	  "nccl-fabric-info).")                                                               \
 	X(PROGRESS_THREADS, FAB_CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions, so rails move data in parallel and "     \
 	  "closed connections drain while NCCL is idle. auto: on when there are several "      \

@@ -818,19 +818,21 @@ size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, ch
 void fab_policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
 		      struct fab_rails_choice *out)
 {
-	/* One rail unless asked: measured on an H200 host (16 CPUs, 2 ranks as
-	 * hosts over loopback, bench/results/issue9-gpu-2ranks.csv), 4 rails with
-	 * 4 progress threads made tcp slower at every size (all_reduce 8 B 0.8 ms,
-	 * 512 MiB 1.6 GB/s vs 3.1 with one rail): the threads contend with NCCL's
-	 * proxy thread for the CQ and the provider's locks. */
+	/* One rail unless asked. Measured on an H200 host (16 CPUs, 2 ranks as
+	 * hosts over loopback, native tcp): with rails sharing one domain, 4
+	 * rails were slower at every size (native tcp serialises a domain under
+	 * one lock); with a domain per rail (fab_domain.split), 2-4 rails raise
+	 * large-message busbw by 20-45 % but cost all_reduce 8 B 28-37 us
+	 * against 22 (bench/results/issue9-split-rails-gpu.csv): the latency
+	 * targets win the default. */
 	(void)prov;
 	if (cfg_rails > 0) {
 		out->rails = cfg_rails;
 		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
 	} else {
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs: more rails measured "
-			 "slower)", ncpus);
+		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs: more rails trade small-"
+			 "message latency for bandwidth)", ncpus);
 	}
 	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);
 	size_t n = strlen(out->reason);
