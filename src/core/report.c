@@ -211,7 +211,9 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
 			bool rma = fab_info_rma_write(dev->info);
-			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s\n",
+			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s; a receive "
+				"that can only get eager messages sends no clear-to-send (lazy: only if "
+				"it still waits after 1 ms); control messages untagged\n",
 				dev->rails_reason, dev->eager_reason,
 				rma && v->cfg->v[FAB_CFG_RMA].i ? "one RMA write each (NCCL_FABRIC_RMA=1)" :
 				rma ? "one tagged send after the clear-to-send (RMA writes possible: "
