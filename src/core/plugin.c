@@ -119,71 +119,7 @@ static void device_props(struct fab_plugin *p, struct fab_device *dev)
 	pr->plane_id = -1;
 }
 
-int fab_device_open(struct fab_device *dev, struct fab_domain **out)
-{
-	struct fab_plugin *p = fab_plugin_get();
-	int rc = 0;
-	pthread_mutex_lock(&dev->open_lock);
-	if (!dev->dom) {
-		struct fab_domain_attr attr = {
-			.info = dev->info,
-			.hmem = dev->hmem,
-			.flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ,
-			.expected_cuda_rc = p->hmem.expected_cuda_rc,
-			.nep = dev->nrails,
-			.progress_threads = dev->progress_threads,
-			.rma_write = p->cfg.v[FAB_CFG_RMA].i != 0,
-			.buf_size = dev->eager_max,
-			.cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i,
-			.name = dev->props.name,
-		};
-		rc = fab_domain_open(&attr, &dev->dom);
-		if (!rc)
-			rc = proto_ep_start(dev, dev->dom->eps[0]);
-		for (int i = 1; !rc && i < dev->dom->nep; i++)
-			rc = proto_ep_start(dev, dev->dom->eps[i]);
-		if (rc && dev->dom) {
-			fab_domain_close(dev->dom);
-			dev->dom = NULL;
-		}
-		if (rc)
-			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
-		else
-			FAB_INFO(NCCL_NET | NCCL_INIT,
-				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
-				 "%s, larger messages as %s",
-				 dev->index, dev->props.name, p->disc.sel.provider,
-				 dev->info->fabric_attr->name, dev->rails_reason,
-				 dev->dom->split ? ", each rail its own domain" :
-				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
-				 dev->eager_reason,
-				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
-	}
-	pthread_mutex_unlock(&dev->open_lock);
-	*out = dev->dom;
-	return rc;
-}
-
 /* ---------------- init / finalize ---------------- */
-
-void fab_plugin_comm_opened(void)
-{
-	struct fab_plugin *p = fab_plugin_get();
-	if (!p)
-		return;
-	int live = atomic_fetch_add(&p->comms_live, 1) + 1;
-	int peak = atomic_load(&p->comms_peak);
-	while (live > peak && !atomic_compare_exchange_weak(&p->comms_peak, &peak, live))
-		;
-	atomic_fetch_add(&p->comms_total, 1);
-}
-
-void fab_plugin_comm_closed(void)
-{
-	struct fab_plugin *p = fab_plugin_get();
-	if (p)
-		atomic_fetch_sub(&p->comms_live, 1);
-}
 
 /* Resident memory (MB) and open descriptors of the process, from /proc. */
 static void process_usage(long *rss_mb, int *fds)
@@ -225,15 +161,15 @@ static void log_resources(struct fab_plugin *p, const char *when)
 			dropped += atomic_load(&dom->eps[i]->dropped);
 		}
 	}
-	long rss;
-	int fds;
+	long rss, total;
+	int fds, live, peak;
 	process_usage(&rss, &fds);
+	proto_comm_counts(&live, &peak, &total);
 	FAB_INFO(NCCL_INIT | NCCL_NET,
 		 "resources %s: %d endpoint(s), %d progress thread(s), connections %d open / %d peak / "
 		 "%ld made, %d registration(s), %u malformed message(s) or address(es) dropped; "
 		 "process RSS %ld MB, %d open fds",
-		 when, eps, threads, atomic_load(&p->comms_live), atomic_load(&p->comms_peak),
-		 atomic_load(&p->comms_total), regs, dropped, rss, fds);
+		 when, eps, threads, live, peak, total, regs, dropped, rss, fds);
 }
 
 static void plugin_free(struct fab_plugin *p)
@@ -300,6 +236,7 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		*res = ncclSystemError;
 		return NULL;
 	}
+	proto_comm_counts_reset();
 	/* libfabric's shm provider installs signal handlers that point into
 	 * libfabric: it must outlive any dlclose of this plugin. */
 	p->libfabric_pin = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
@@ -355,6 +292,11 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		dev->peer_timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_PEER_TIMEOUT].i * 1000000000ULL;
 		dev->flush = (int)p->hmem.flush;
 		dev->dmabuf = p->hmem.dmabuf;
+		dev->provider = p->disc.sel.provider;
+		dev->cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i;
+		dev->rma_cfg = p->cfg.v[FAB_CFG_RMA].i != 0;
+		dev->flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ;
+		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
 		struct fab_rails_choice rails;
 		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
 		fab_policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,

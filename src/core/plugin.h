@@ -68,6 +68,11 @@ struct fab_device {
 	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
 	int flush;                    /* enum fab_flush_method, for GPU buffers */
 	bool dmabuf;                  /* DMA-BUF registration offered */
+	const char *provider;         /* the selected provider's name (discovery's) */
+	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
+	bool rma_cfg;                 /* NCCL_FABRIC_RMA */
+	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
+	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
 	bool progress_threads;
 	char rails_reason[128];
@@ -87,19 +92,10 @@ struct fab_plugin {
 	int ndevs;
 	struct fab_device devs[FAB_POLICY_MAX_DEVS];
 	void *libfabric_pin;
-	/* resource accounting, reported at finalize and by the tools */
-	atomic_int comms_live, comms_peak;
-	atomic_long comms_total;
 };
-
-/* A connection (send or receive) was made / closed: accounting only. */
-void fab_plugin_comm_opened(void);
-void fab_plugin_comm_closed(void);
 
 /* The live plugin context, or NULL outside init..finalize. */
 struct fab_plugin *fab_plugin_get(void);
-/* Opens the device's domain on first use. */
-int fab_device_open(struct fab_device *dev, struct fab_domain **out);
 
 /* Internal API (NCCL's semantics; see abi/nccl_net_abi.h). */
 ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,

@@ -256,6 +256,12 @@ void proto_comm_cancel_locked(struct proto_comm *c);
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
 /* Closes connects NCCL started and never finished (finalize). */
 void proto_pending_connects_close(int dev_index);
+/* Opens the device's domain on first use (the device's own lock). */
+int proto_device_open(struct fab_device *dev, struct fab_domain **out);
+/* Connections open, the most open at once, and made: the resources line. */
+void proto_comm_counts(int *live, int *peak, long *total);
+/* A new plugin context counts from the connections still open. */
+void proto_comm_counts_reset(void);
 
 /* Starts what every endpoint of a device needs: the shared CTS receives and
  * the handler of RMA writes' CQ data. */

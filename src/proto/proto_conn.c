@@ -325,6 +325,86 @@ void proto_comm_retire(struct proto_comm *c)
 		fab_domain_add_zombie(ep->dom, &c->zombie);
 }
 
+/* ---------------- devices and accounting ---------------- */
+
+/* Opens the device's domain on first use and starts what every endpoint
+ * needs (proto_ep_start). Everything it reads was fixed in the device at
+ * init: no global lookup. */
+int proto_device_open(struct fab_device *dev, struct fab_domain **out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&dev->open_lock);
+	if (!dev->dom) {
+		struct fab_domain_attr attr = {
+			.info = dev->info,
+			.hmem = dev->hmem,
+			.flush_rma = dev->flush_rma,
+			.expected_cuda_rc = dev->expected_cuda_rc,
+			.nep = dev->nrails,
+			.progress_threads = dev->progress_threads,
+			.rma_write = dev->rma_cfg,
+			.buf_size = dev->eager_max,
+			.cq_batch = dev->cq_batch,
+			.name = dev->props.name,
+		};
+		rc = fab_domain_open(&attr, &dev->dom);
+		if (!rc)
+			rc = proto_ep_start(dev, dev->dom->eps[0]);
+		for (int i = 1; !rc && i < dev->dom->nep; i++)
+			rc = proto_ep_start(dev, dev->dom->eps[i]);
+		if (rc && dev->dom) {
+			fab_domain_close(dev->dom);
+			dev->dom = NULL;
+		}
+		if (rc)
+			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
+		else
+			FAB_INFO(NCCL_NET | NCCL_INIT,
+				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
+				 "%s, larger messages as %s",
+				 dev->index, dev->props.name, dev->provider,
+				 dev->info->fabric_attr->name, dev->rails_reason,
+				 dev->dom->split ? ", each rail its own domain" :
+				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
+				 dev->eager_reason,
+				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
+	}
+	pthread_mutex_unlock(&dev->open_lock);
+	*out = dev->dom;
+	return rc;
+}
+
+/* Connections made and open, for the resources line (proto_comm_counts). */
+static atomic_int comms_live, comms_peak;
+static atomic_long comms_total;
+
+static void comm_opened(void)
+{
+	int live = atomic_fetch_add(&comms_live, 1) + 1;
+	int peak = atomic_load(&comms_peak);
+	while (live > peak && !atomic_compare_exchange_weak(&comms_peak, &peak, live))
+		;
+	atomic_fetch_add(&comms_total, 1);
+}
+
+static void comm_closed(void)
+{
+	atomic_fetch_sub(&comms_live, 1);
+}
+
+void proto_comm_counts(int *live, int *peak, long *total)
+{
+	*live = atomic_load(&comms_live);
+	*peak = atomic_load(&comms_peak);
+	*total = atomic_load(&comms_total);
+}
+
+void proto_comm_counts_reset(void)
+{
+	atomic_store(&comms_peak, atomic_load(&comms_live));
+	atomic_store(&comms_total, 0);
+}
+
 /* ---------------- liveness ---------------- */
 
 /* Records the first error that showed the peer is gone. */
@@ -675,7 +755,7 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	if (!dev)
 		return ncclInvalidArgument;
 	struct fab_domain *dom;
-	if (fab_device_open(dev, &dom))
+	if (proto_device_open(dev, &dom))
 		return ncclSystemError;
 	struct proto_listen *l = calloc(1, sizeof(*l));
 	if (!l) {
@@ -899,7 +979,7 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 				const void *handle_ptr, struct proto_send **out)
 {
 	struct fab_domain *dom;
-	if (fab_device_open(dev, &dom))
+	if (proto_device_open(dev, &dom))
 		return ncclSystemError;
 	struct proto_send *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -1073,7 +1153,7 @@ ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *
 		FAB_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
 			  dev->props.name, s->remote_id);
 		*send_comm = s;
-		fab_plugin_comm_opened();
+		comm_opened();
 		return ncclSuccess;
 	}
 	pthread_mutex_lock(&pending_lock);
@@ -1105,7 +1185,7 @@ ncclResult_t fab_net_close_send(void *send_comm)
 		FAB_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
 		return ncclInvalidArgument;
 	}
-	fab_plugin_comm_closed();
+	comm_closed();
 	proto_comm_retire(c);
 	return ncclSuccess;
 }
@@ -1240,7 +1320,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	atomic_store(&r->c.last_ns, fab_coarse_ns());
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
-	fab_plugin_comm_opened();
+	comm_opened();
 	return ncclSuccess;
 }
 
@@ -1253,7 +1333,7 @@ ncclResult_t fab_net_close_recv(void *recv_comm)
 		FAB_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
 		return ncclInvalidArgument;
 	}
-	fab_plugin_comm_closed();
+	comm_closed();
 	proto_comm_retire(c);
 	return ncclSuccess;
 }
