@@ -133,6 +133,12 @@ struct th_domain {
 	atomic_ulong device_mismatch; /* attr->device.cuda was not the buffer's device */
 	int trace;		   /* TESTHMEM_TRACE */
 	pthread_mutex_t lock;	   /* cuda_mrs */
+	/* Over shm every data call and CQ read of the domain's endpoints takes
+	 * serial (recursive): libfabric 1.17's shm loses messages when one
+	 * thread posts while another reads the CQ. The plugin serialises real
+	 * shm itself, but it cannot see that our base is shm. */
+	int serialize;
+	pthread_mutex_t serial;
 	struct th_mr *cuda_mrs;	   /* live CUDA-iface MRs, for address lookups */
 	struct th_cuda_dom *cuda;  /* cuda mode only */
 };

@@ -630,8 +630,23 @@ static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, s
 	return atomic_load(&cq->nerrs) ? -FI_EAVAIL : -FI_EAGAIN;
 }
 
+static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t count,
+				       fi_addr_t *src_addr);
+
 static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			      fi_addr_t *src_addr)
+{
+	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
+	if (dom->serialize)
+		pthread_mutex_lock(&dom->serial);
+	ssize_t n = th_cq_readfrom_unlocked(cq_fid, buf, count, src_addr);
+	if (dom->serialize)
+		pthread_mutex_unlock(&dom->serial);
+	return n;
+}
+
+static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t count,
+				       fi_addr_t *src_addr)
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
@@ -697,8 +712,23 @@ static ssize_t th_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const
 	return th_cq_sreadfrom(cq_fid, buf, count, NULL, cond, timeout);
 }
 
+static ssize_t th_cq_readerr_unlocked(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
+				      uint64_t flags);
+
 static ssize_t th_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 			     uint64_t flags)
+{
+	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
+	if (dom->serialize)
+		pthread_mutex_lock(&dom->serial);
+	ssize_t n = th_cq_readerr_unlocked(cq_fid, buf, flags);
+	if (dom->serialize)
+		pthread_mutex_unlock(&dom->serial);
+	return n;
+}
+
+static ssize_t th_cq_readerr_unlocked(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
+				      uint64_t flags)
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct th_copy_err cerr;
@@ -980,6 +1010,7 @@ static int th_domain_close(struct fid *fid)
 	       dom->id, (int)getpid());
 	atomic_fetch_sub(&dom->fabric->ref, 1);
 	pthread_mutex_destroy(&dom->lock);
+	pthread_mutex_destroy(&dom->serial);
 	free(dom);
 	return 0;
 }
@@ -1102,6 +1133,12 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom->mode = th_mode_from_env();
 	dom->trace = th_trace_level();
 	pthread_mutex_init(&dom->lock, NULL);
+	dom->serialize = !strcmp(fab->base_name, "shm");
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&dom->serial, &ma);
+	pthread_mutexattr_destroy(&ma);
 	if (dom->mode == TH_MODE_CUDA) {
 		ret = th_cuda_domain_init(dom);
 		if (ret) {

@@ -374,7 +374,21 @@ static void th_trace_post(struct th_domain *dom, const char *name, int cuda, int
 		 dom->id);
 }
 
+static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *x);
+
+/* Over shm: one call at a time per domain (th_domain.serialize). */
 static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
+{
+	struct th_domain *sd = ep->domain;
+	if (sd->serialize)
+		pthread_mutex_lock(&sd->serial);
+	ssize_t ret = th_xfer_unlocked(ep, x);
+	if (sd->serialize)
+		pthread_mutex_unlock(&sd->serial);
+	return ret;
+}
+
+static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *x)
 {
 	struct th_domain *dom = ep->domain;
 	void *bdesc[TH_IOV_MAX];
@@ -463,8 +477,25 @@ static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 
 /* inject: no desc, no completion; device memory found by address. A failed copy
  * from the device has no completion to carry it: the call fails (-FI_EIO). */
+static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged,
+				  const void *buf, size_t len, int has_data, uint64_t data,
+				  fi_addr_t dest, uint64_t tag);
+
 static ssize_t th_inject(struct th_ep *ep, const char *name, int tagged, const void *buf,
 			 size_t len, int has_data, uint64_t data, fi_addr_t dest, uint64_t tag)
+{
+	struct th_domain *sd = ep->domain;
+	if (sd->serialize)
+		pthread_mutex_lock(&sd->serial);
+	ssize_t ret = th_inject_unlocked(ep, name, tagged, buf, len, has_data, data, dest, tag);
+	if (sd->serialize)
+		pthread_mutex_unlock(&sd->serial);
+	return ret;
+}
+
+static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged,
+				  const void *buf, size_t len, int has_data, uint64_t data,
+				  fi_addr_t dest, uint64_t tag)
 {
 	struct th_domain *dom = ep->domain;
 	struct th_mr *mr = len ? th_domain_find_cuda(dom, buf, len) : NULL;
@@ -765,7 +796,21 @@ static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int
 	return ret;
 }
 
+static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r);
+
+/* Over shm: one call at a time per domain (th_domain.serialize). */
 static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
+{
+	struct th_domain *sd = ep->domain;
+	if (sd->serialize)
+		pthread_mutex_lock(&sd->serial);
+	ssize_t ret = th_rma_unlocked(ep, r);
+	if (sd->serialize)
+		pthread_mutex_unlock(&sd->serial);
+	return ret;
+}
+
+static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 {
 	struct th_domain *dom = ep->domain;
 	void *bdesc[TH_IOV_MAX];
@@ -910,8 +955,25 @@ static ssize_t th_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 	return th_rma(th_ep_of(ep), &r);
 }
 
+static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t len,
+				      int has_data, uint64_t data, fi_addr_t dest, uint64_t addr,
+				      uint64_t key);
+
 static ssize_t th_rma_inject(struct th_ep *ep, const void *buf, size_t len, int has_data,
 			     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct th_domain *sd = ep->domain;
+	if (sd->serialize)
+		pthread_mutex_lock(&sd->serial);
+	ssize_t ret = th_rma_inject_unlocked(ep, buf, len, has_data, data, dest, addr, key);
+	if (sd->serialize)
+		pthread_mutex_unlock(&sd->serial);
+	return ret;
+}
+
+static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t len,
+				      int has_data, uint64_t data, fi_addr_t dest, uint64_t addr,
+				      uint64_t key)
 {
 	struct th_domain *dom = ep->domain;
 	struct th_mr *mr = len ? th_domain_find_cuda(dom, buf, len) : NULL;
