@@ -337,6 +337,16 @@ static inline ssize_t fab_ep_send(struct fab_ep *ep, const void *buf, size_t len
 	return rc;
 }
 
+/* ... and the receives that take them (fab_ep_rx_pool_start's buffers). */
+static inline ssize_t fab_ep_recv(struct fab_ep *ep, void *buf, size_t len, void *desc,
+				  void *ctx)
+{
+	fab_ep_enter(ep);
+	ssize_t rc = fi_recv(ep->ep, buf, len, fab_ep_desc(ep, desc), FI_ADDR_UNSPEC, ctx);
+	fab_ep_leave(ep);
+	return rc;
+}
+
 static inline ssize_t fab_ep_trecv(struct fab_ep *ep, void *buf, size_t len, void *desc,
 				   fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
 {

@@ -347,22 +347,29 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	return 0;
 }
 
+/* The address cache's entry of an inserted peer, or NULL; caller holds ep->lock. */
+static struct fab_peer_addr *peer_entry_locked(struct fab_ep *ep, fi_addr_t peer)
+{
+	for (int i = 0; i < ep->naddrs; i++)
+		if (ep->addrs[i].fi_addr == peer)
+			return &ep->addrs[i];
+	return NULL;
+}
+
 void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent)
 {
 	pthread_mutex_lock(&ep->lock);
-	for (int i = 0; i < ep->naddrs; i++)
-		if (ep->addrs[i].fi_addr == peer)
-			ep->addrs[i].silent = silent;
+	struct fab_peer_addr *pa = peer_entry_locked(ep, peer);
+	if (pa)
+		pa->silent = silent;
 	pthread_mutex_unlock(&ep->lock);
 }
 
 bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer)
 {
-	bool silent = false;
 	pthread_mutex_lock(&ep->lock);
-	for (int i = 0; i < ep->naddrs; i++)
-		if (ep->addrs[i].fi_addr == peer)
-			silent = ep->addrs[i].silent;
+	struct fab_peer_addr *pa = peer_entry_locked(ep, peer);
+	bool silent = pa && pa->silent;
 	pthread_mutex_unlock(&ep->lock);
 	return silent;
 }
@@ -378,12 +385,8 @@ bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer)
 static int pool_post(struct fab_rx_slab *sl, int i)
 {
 	struct fab_rx_pool *p = sl->pool;
-	fab_ep_enter(p->ep);
-	int rc = (int)fi_recv(p->ep->ep, sl->mem + (size_t)i * p->size, p->size,
-			      fab_ep_desc(p->ep, sl->mr ? sl->mr->desc : NULL), FI_ADDR_UNSPEC,
-			      &sl->ops[i].ctx);
-	fab_ep_leave(p->ep);
-	return rc;
+	return (int)fab_ep_recv(p->ep, sl->mem + (size_t)i * p->size, p->size,
+				sl->mr ? sl->mr->desc : NULL, &sl->ops[i].ctx);
 }
 
 /* The pool whose (tag, ignore) the message's route matches, or NULL. */
@@ -431,9 +434,11 @@ static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	} else {
 		const char *msg = sl->mem + (size_t)op->index * p->size;
 		uint64_t route = 0;
-		if (e->len >= sizeof(route))
+		struct fab_rx_pool *to = NULL;
+		if (e->len >= sizeof(route)) {
 			memcpy(&route, msg, sizeof(route));
-		struct fab_rx_pool *to = e->len >= sizeof(route) ? pool_route(p->ep, route) : NULL;
+			to = pool_route(p->ep, route);
+		}
 		if (to) {
 			to->fn(p->ep, to->arg, msg, e->len, route);
 		} else {

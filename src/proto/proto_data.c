@@ -15,9 +15,10 @@
  *
  * A receive posts a tagged receive per buffer on the buffer's rail and one
  * CTS; the CTS of a receive whose buffers all take any eager message is lazy
- * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What completes a buffer: the tagged receive (eager or tagged sends,
- * stand-ins), or the RMA write's CQ data, after which its tagged receive is
- * cancelled and that cancellation completes it.
+ * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What
+ * completes a buffer: the tagged receive (eager or tagged sends, stand-ins),
+ * or the RMA write's CQ data, after which its tagged receive is cancelled and
+ * that cancellation completes it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -649,6 +650,8 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
  * never needed: skipped, it counts as done. */
 static void recv_skip_lazy_cts(struct proto_req *r)
 {
+	if (r->kind != PROTO_REQ_RECV)
+		return;
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 	int lazy = 1;
 	if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed) && q->cursor >= r->n &&
@@ -694,16 +697,14 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			}
 		}
 	}
-	if (r->kind == PROTO_REQ_RECV)
-		recv_skip_lazy_cts(r);
+	recv_skip_lazy_cts(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		/* every rail of the comm, not only this request's: a CTS or a
 		 * handshake of a later request may wait on another rail, and NCCL
 		 * tests the oldest request first */
 		if (proto_comm_progress(r->comm) < 0)
 			return ncclSystemError;
-		if (r->kind == PROTO_REQ_RECV)
-			recv_skip_lazy_cts(r);
+		recv_skip_lazy_cts(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
 			 * provider may never complete the cancellations; the request then

@@ -143,6 +143,19 @@ struct th_domain {
 	struct th_cuda_dom *cuda;  /* cuda mode only */
 };
 
+/* Around each data call and CQ read: one at a time over shm (serialize). */
+static inline void th_serial_enter(struct th_domain *dom)
+{
+	if (dom->serialize)
+		pthread_mutex_lock(&dom->serial);
+}
+
+static inline void th_serial_leave(struct th_domain *dom)
+{
+	if (dom->serialize)
+		pthread_mutex_unlock(&dom->serial);
+}
+
 #define TH_MR_MAGIC 0x74686d656d4d5231ULL /* "thmemMR1" */
 
 struct th_mr {

@@ -637,11 +637,9 @@ static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			      fi_addr_t *src_addr)
 {
 	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
-	if (dom->serialize)
-		pthread_mutex_lock(&dom->serial);
+	th_serial_enter(dom);
 	ssize_t n = th_cq_readfrom_unlocked(cq_fid, buf, count, src_addr);
-	if (dom->serialize)
-		pthread_mutex_unlock(&dom->serial);
+	th_serial_leave(dom);
 	return n;
 }
 
@@ -719,11 +717,9 @@ static ssize_t th_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 			     uint64_t flags)
 {
 	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
-	if (dom->serialize)
-		pthread_mutex_lock(&dom->serial);
+	th_serial_enter(dom);
 	ssize_t n = th_cq_readerr_unlocked(cq_fid, buf, flags);
-	if (dom->serialize)
-		pthread_mutex_unlock(&dom->serial);
+	th_serial_leave(dom);
 	return n;
 }
 

@@ -380,11 +380,9 @@ static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *x);
 static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 {
 	struct th_domain *sd = ep->domain;
-	if (sd->serialize)
-		pthread_mutex_lock(&sd->serial);
+	th_serial_enter(sd);
 	ssize_t ret = th_xfer_unlocked(ep, x);
-	if (sd->serialize)
-		pthread_mutex_unlock(&sd->serial);
+	th_serial_leave(sd);
 	return ret;
 }
 
@@ -485,11 +483,9 @@ static ssize_t th_inject(struct th_ep *ep, const char *name, int tagged, const v
 			 size_t len, int has_data, uint64_t data, fi_addr_t dest, uint64_t tag)
 {
 	struct th_domain *sd = ep->domain;
-	if (sd->serialize)
-		pthread_mutex_lock(&sd->serial);
+	th_serial_enter(sd);
 	ssize_t ret = th_inject_unlocked(ep, name, tagged, buf, len, has_data, data, dest, tag);
-	if (sd->serialize)
-		pthread_mutex_unlock(&sd->serial);
+	th_serial_leave(sd);
 	return ret;
 }
 
@@ -802,11 +798,9 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r);
 static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
 {
 	struct th_domain *sd = ep->domain;
-	if (sd->serialize)
-		pthread_mutex_lock(&sd->serial);
+	th_serial_enter(sd);
 	ssize_t ret = th_rma_unlocked(ep, r);
-	if (sd->serialize)
-		pthread_mutex_unlock(&sd->serial);
+	th_serial_leave(sd);
 	return ret;
 }
 
@@ -963,11 +957,9 @@ static ssize_t th_rma_inject(struct th_ep *ep, const void *buf, size_t len, int 
 			     uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
 {
 	struct th_domain *sd = ep->domain;
-	if (sd->serialize)
-		pthread_mutex_lock(&sd->serial);
+	th_serial_enter(sd);
 	ssize_t ret = th_rma_inject_unlocked(ep, buf, len, has_data, data, dest, addr, key);
-	if (sd->serialize)
-		pthread_mutex_unlock(&sd->serial);
+	th_serial_leave(sd);
 	return ret;
 }
 

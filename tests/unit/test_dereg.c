@@ -8,19 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/plugin.h"
 #include "unit.h"
 
 static void *lcomm, *sc, *rc;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int registrations(void)
 {
@@ -52,8 +44,8 @@ static int transfer_with_early_dereg(size_t len, int dereg_recv)
 		CHECK_EQ(fab_net_dereg_mr(rc, rmr), ncclSuccess);
 		CHECK_EQ(registrations(), with_both);
 	}
-	double end = now_s() + 30;
-	while (!sreq && now_s() < end)
+	double end = unit_now_s() + 30;
+	while (!sreq && unit_now_s() < end)
 		CHECK_EQ(fab_net_isend(sc, out, len, tag, smr, &sreq), ncclSuccess);
 	CHECK(sreq != NULL);
 	if (!dereg_recv) {
@@ -61,7 +53,7 @@ static int transfer_with_early_dereg(size_t len, int dereg_recv)
 		CHECK_EQ(registrations(), with_both);
 	}
 	int sdone = 0, rdone = 0, sizes[1] = {-1}, ssize = -1;
-	while ((!sdone || !rdone) && now_s() < end) {
+	while ((!sdone || !rdone) && unit_now_s() < end) {
 		if (!sdone)
 			CHECK_EQ(fab_net_test(sreq, &sdone, &ssize), ncclSuccess);
 		if (!rdone)
@@ -100,8 +92,8 @@ int main(int argc, char **argv)
 	}
 	if (fab_net_listen(ctx, 0, handle, &lcomm) != ncclSuccess)
 		return 1;
-	double end = now_s() + 30;
-	while ((!sc || !rc) && now_s() < end) {
+	double end = unit_now_s() + 30;
+	while ((!sc || !rc) && unit_now_s() < end) {
 		if (!sc && fab_net_connect(NULL, 0, 0, handle, &sc) != ncclSuccess)
 			return 1;
 		if (!rc && fab_net_accept(lcomm, &rc) != ncclSuccess)

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/plugin.h"
 #include "unit.h"
@@ -68,25 +67,18 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		sends_done++;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* Posts buf to ourselves and progresses until the provider took it. */
 static int post(struct fab_op *op, const void *buf, size_t len)
 {
 	memset(op, 0, sizeof(*op));
 	op->complete = send_done;
 	op->ep = ep;
-	double end = now_s() + 10;
+	double end = unit_now_s() + 10;
 	for (;;) {
 		ssize_t rc = fab_ep_send(ep, buf, len, NULL, self, &op->ctx);
 		if (rc == 0)
 			return 0;
-		if (rc != -FI_EAGAIN || now_s() > end)
+		if (rc != -FI_EAGAIN || unit_now_s() > end)
 			return (int)rc;
 		(void)fab_ep_progress(ep);
 	}
@@ -94,8 +86,8 @@ static int post(struct fab_op *op, const void *buf, size_t len)
 
 static void progress_until(int *counter, int want)
 {
-	double end = now_s() + 10;
-	while (*counter < want && now_s() < end)
+	double end = unit_now_s() + 10;
+	while (*counter < want && unit_now_s() < end)
 		(void)fab_ep_progress(ep);
 }
 
@@ -117,8 +109,8 @@ static int test_routes(void)
 	}
 	progress_until(&sends_done, MSGS);
 	CHECK_EQ(sends_done, MSGS);
-	double end = now_s() + 10;
-	while (seen_a.n + seen_b.n < MSGS && now_s() < end)
+	double end = unit_now_s() + 10;
+	while (seen_a.n + seen_b.n < MSGS && unit_now_s() < end)
 		(void)fab_ep_progress(ep);
 	/* 24 messages through 6 buffers: each reached its own pool's handler,
 	 * whole, once */
@@ -143,8 +135,8 @@ static int test_unknown_and_short(void)
 	CHECK_EQ(post(&ops[0], &stray, sizeof(stray)), 0);
 	CHECK_EQ(post(&ops[1], &tiny, sizeof(tiny)), 0);
 	progress_until(&sends_done, sent0 + 2);
-	double end = now_s() + 10;
-	while (atomic_load(&ep->dropped) < dropped0 + 2 && now_s() < end)
+	double end = unit_now_s() + 10;
+	while (atomic_load(&ep->dropped) < dropped0 + 2 && unit_now_s() < end)
 		(void)fab_ep_progress(ep);
 	CHECK_EQ(atomic_load(&ep->dropped), dropped0 + 2);
 	CHECK_EQ(seen_a.n + seen_b.n, before); /* no handler saw them */

@@ -1,6 +1,7 @@
 #include "unit.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 int unit_failures;
 
@@ -24,4 +25,11 @@ int unit_run(const struct unit_test *tests, int n, int argc, char **argv)
 	}
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
+}
+
+double unit_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }

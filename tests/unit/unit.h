@@ -44,6 +44,8 @@ extern int unit_failures; /* CHECK failures within the running test */
 	} while (0)
 
 int unit_run(const struct unit_test *tests, int n, int argc, char **argv);
+/* CLOCK_MONOTONIC in seconds, for the tests' deadlines. */
+double unit_now_s(void);
 #define unit_main(tests, argc, argv) unit_run(tests, (int)(sizeof(tests) / sizeof(tests[0])), argc, argv)
 
 #endif
