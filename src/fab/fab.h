@@ -52,6 +52,7 @@ struct fab_op {
 	atomic_int posted; /* 1 from posting until its completion: what close must cancel */
 	struct fab_mr *hold; /* the registration of the caller's buffer it uses, kept until
 			      * its completion (NCCL's deregMr meanwhile is deferred) */
+	bool bulk;           /* counted in its endpoint's bulk (fab_ep_bulk_begin) */
 };
 
 /* ---- discovery (fab_discover.c) ---- */
@@ -282,6 +283,12 @@ struct fab_ep {
 	atomic_bool thread_run;
 	bool has_thread, thread_busy;
 	_Atomic uint64_t last_read_ns; /* when a thread last read the CQ */
+	/* Operations moving large messages. A busy thread spins only while there
+	 * are some: between bulk transfers NCCL's thread is the only one taking
+	 * the provider's locks, so small messages pay no handoff to it. */
+	atomic_int bulk;
+	pthread_mutex_t wake_lock;  /* with wake: a sleeping thread learns of bulk work */
+	pthread_cond_t wake;
 #define FAB_EP_MAX_POOLS 3
 	struct fab_rx_pool *pools[FAB_EP_MAX_POOLS]; /* shared control receives, by start order */
 	int npools;
@@ -396,6 +403,17 @@ void fab_ep_close(struct fab_ep *ep);
  * with) */
 #define FAB_EP_IDLE_NS (50ULL * 1000000ULL)
 int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy);
+/* op, about to be posted on op->ep, moves a large message: the endpoint's
+ * busy thread (if any) reads its CQ until the last such operation ends. */
+void fab_ep_bulk_begin(struct fab_op *op);
+/* Ends what fab_ep_bulk_begin started (nothing for other operations). */
+static inline void fab_ep_bulk_end(struct fab_op *op)
+{
+	if (op->bulk) {
+		op->bulk = false;
+		atomic_fetch_sub_explicit(&op->ep->bulk, 1, memory_order_release);
+	}
+}
 /* A peer that left a close waiting in vain for its answer is probably gone:
  * later closes to it do not wait again. Any answer from it clears the mark. */
 void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent);

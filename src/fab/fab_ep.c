@@ -40,6 +40,7 @@ struct fab_rx_pool {
 };
 
 static void threads_forget(struct fab_ep *ep);
+static void thread_stop(struct fab_ep *ep);
 
 int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 {
@@ -56,6 +57,12 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	pthread_mutexattr_destroy(&ma);
 	ep->serialize = dom->serialize;
 	pthread_mutex_init(&ep->lock, NULL);
+	pthread_mutex_init(&ep->wake_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ep->wake, &ca);
+	pthread_condattr_destroy(&ca);
 
 	struct fid_domain *fd = dom->domain;
 	if (dom->split && index > 0) {
@@ -150,9 +157,7 @@ void fab_ep_close(struct fab_ep *ep)
 		return;
 	if (ep->has_thread) {
 		threads_forget(ep);
-		atomic_store(&ep->thread_run, false);
-		pthread_join(ep->thread, NULL);
-		ep->has_thread = false;
+		thread_stop(ep);
 	}
 	/* Endpoint first, then CQ and AV; the domain frees zombies afterwards. */
 	if (ep->ep)
@@ -178,6 +183,8 @@ void fab_ep_close(struct fab_ep *ep)
 		fi_close(&ep->own_domain->fid);
 	free(ep->addrs);
 	pthread_mutex_destroy(&ep->cq_lock);
+	pthread_mutex_destroy(&ep->wake_lock);
+	pthread_cond_destroy(&ep->wake);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
 }
@@ -565,38 +572,67 @@ static void threads_forget(struct fab_ep *ep)
 	pthread_mutex_unlock(&threads_lock);
 }
 
+static void thread_wake(struct fab_ep *ep)
+{
+	pthread_mutex_lock(&ep->wake_lock);
+	pthread_cond_signal(&ep->wake);
+	pthread_mutex_unlock(&ep->wake_lock);
+}
+
+static void thread_stop(struct fab_ep *ep)
+{
+	atomic_store(&ep->thread_run, false);
+	thread_wake(ep);
+	pthread_join(ep->thread, NULL);
+	ep->has_thread = false;
+}
+
 static void threads_stop_all(void)
 {
 	pthread_mutex_lock(&threads_lock);
-	for (int i = 0; i < threads_n; i++) {
-		struct fab_ep *ep = threads_eps[i];
-		atomic_store(&ep->thread_run, false);
-		pthread_join(ep->thread, NULL);
-		ep->has_thread = false;
-	}
+	for (int i = 0; i < threads_n; i++)
+		thread_stop(threads_eps[i]);
 	threads_n = 0;
 	pthread_mutex_unlock(&threads_lock);
+}
+
+/* Sleeps until bulk work starts on a busy thread's endpoint, or for the idle
+ * interval; then reads the CQ if no other thread has for that long. */
+static void thread_idle(struct fab_ep *ep)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	uint64_t ns = (uint64_t)until.tv_nsec + FAB_EP_IDLE_NS;
+	until.tv_sec += (time_t)(ns / 1000000000ULL);
+	until.tv_nsec = (long)(ns % 1000000000ULL);
+	pthread_mutex_lock(&ep->wake_lock);
+	if (atomic_load_explicit(&ep->thread_run, memory_order_relaxed) &&
+	    !(ep->thread_busy && atomic_load_explicit(&ep->bulk, memory_order_acquire) > 0))
+		(void)pthread_cond_timedwait(&ep->wake, &ep->wake_lock, &until);
+	pthread_mutex_unlock(&ep->wake_lock);
+	uint64_t last = atomic_load_explicit(&ep->last_read_ns, memory_order_relaxed);
+	if (fab_coarse_ns() - last >= FAB_EP_IDLE_NS)
+		(void)fab_ep_progress(ep);
 }
 
 static void *progress_main(void *arg)
 {
 	struct fab_ep *ep = arg;
 	unsigned idle = 0;
-	while (!ep->thread_busy && atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
-		struct timespec ts = { 0, (long)FAB_EP_IDLE_NS };
-		nanosleep(&ts, NULL);
-		uint64_t last = atomic_load_explicit(&ep->last_read_ns, memory_order_relaxed);
-		if (fab_coarse_ns() - last >= FAB_EP_IDLE_NS)
-			(void)fab_ep_progress(ep);
-	}
 	while (atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
+		if (!ep->thread_busy || atomic_load_explicit(&ep->bulk, memory_order_acquire) == 0) {
+			thread_idle(ep);
+			idle = 0;
+			continue;
+		}
 		int n = fab_ep_progress(ep);
 		if (n > 0) {
 			idle = 0;
 			continue;
 		}
-		/* Spin while traffic is likely, then back off: an idle rail costs
-		 * little CPU, and test() still progresses on NCCL's thread. */
+		/* Spin while data is likely, then back off: a transfer waiting on
+		 * its peer costs little CPU, and test() still progresses on NCCL's
+		 * thread. */
 		if (++idle < 256) {
 			sched_yield();
 		} else {
@@ -605,6 +641,14 @@ static void *progress_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+void fab_ep_bulk_begin(struct fab_op *op)
+{
+	struct fab_ep *ep = op->ep;
+	op->bulk = true;
+	if (atomic_fetch_add_explicit(&ep->bulk, 1, memory_order_acq_rel) == 0 && ep->thread_busy)
+		thread_wake(ep);
 }
 
 int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy)

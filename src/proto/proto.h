@@ -166,6 +166,7 @@ struct proto_send {
 	_Atomic enum proto_send_state state;
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
+	uint32_t rail_base;        /* from the ACCEPT: see proto_seq_rail */
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
 	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT (the ACCEPT pool fills it) */
@@ -201,6 +202,7 @@ struct proto_recv {
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	fi_addr_t src[PROTO_MAX_RAILS]; /* data receives' source: the peer (directed), or any */
 	uint32_t id;
+	uint32_t rail_base;        /* given in the ACCEPT: see proto_seq_rail */
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
 	struct fab_op ack_op;

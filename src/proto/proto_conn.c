@@ -1096,6 +1096,8 @@ static ncclResult_t send_advance(struct proto_send *s)
 		}
 		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
+		/* (the listener's base is below its rails; we may use fewer) */
+		s->rail_base = s->in.rail_base;
 		s->c.peer_text = s->peer_text;
 		s->c.ping_peer = s->peer[0];
 		s->c.ping_id = s->remote_id;
@@ -1220,6 +1222,9 @@ static int recv_post_ack(struct proto_recv *r)
 	return 0;
 }
 
+/* The rail each accepted connection starts on, in turn (proto_seq_rail). */
+static atomic_uint accept_rail_turn;
+
 ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
@@ -1291,6 +1296,9 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		r->ack.nonce = req.nonce;
 		r->ack.prov_hash = dev->prov_hash;
 		r->ack.nrails = (uint8_t)r->c.nrails;
+		r->rail_base = atomic_fetch_add_explicit(&accept_rail_turn, 1, memory_order_relaxed) %
+			       (uint32_t)r->c.nrails;
+		r->ack.rail_base = (uint8_t)r->rail_base;
 		for (int i = 0; i < r->c.nrails; i++) {
 			r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
 			memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);

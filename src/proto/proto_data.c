@@ -79,6 +79,7 @@ static ncclResult_t classify_error(int err)
 static void op_finish(struct proto_comm *c, struct fab_op *op)
 {
 	atomic_store_explicit(&c->last_ns, fab_coarse_ns(), memory_order_relaxed);
+	fab_ep_bulk_end(op);
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
@@ -142,6 +143,8 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 	fab_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
+	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA)
+		fab_ep_bulk_begin(op);
 	ssize_t rc;
 	switch (q->how) {
 	case PROTO_SEND_RMA:
@@ -161,6 +164,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		break;
 	}
 	if (rc) {
+		fab_ep_bulk_end(op);
 		fab_op_release(op);
 		atomic_store(&op->posted, 0);
 		atomic_fetch_sub(&c->pending, 1);
@@ -226,7 +230,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 			return ncclSuccess;
 		}
 	}
-	int rail = proto_seq_rail(seq, c->nrails);
+	int rail = proto_seq_rail(s->rail_base, seq, c->nrails);
 	struct proto_req *r = req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
@@ -467,11 +471,14 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[q->rail[i]];
 		fab_op_hold(op, b ? NULL : mr);
+		if (q->posted[i] > c->dev->eager_max)
+			fab_ep_bulk_begin(op); /* a large message may come */
 		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
 				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
 					      src, q->wire[i], ignore, &op->ctx);
 		if (rc) {
+			fab_ep_bulk_end(op);
 			fab_op_release(op);
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
@@ -576,7 +583,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
-		q->rail[i] = (uint8_t)proto_seq_rail(seq, c->nrails);
+		q->rail[i] = (uint8_t)proto_seq_rail(rc_->rail_base, seq, c->nrails);
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = fab_buf_get(dev->dom);

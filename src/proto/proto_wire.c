@@ -98,6 +98,10 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		snprintf(why, why_len, "%u rails out of range", m->nrails);
 		return -1;
 	}
+	if (m->rail_base >= m->nrails) {
+		snprintf(why, why_len, "first rail %u of %u rails out of range", m->rail_base, m->nrails);
+		return -1;
+	}
 	for (unsigned i = 0; i < m->nrails; i++) {
 		if (m->alen[i] == 0 || m->alen[i] > FAB_ADDR_MAX) {
 			snprintf(why, why_len, "address length %u of rail %u out of range", m->alen[i], i);

@@ -337,9 +337,13 @@ static int test_seq_behind(void)
 		behind += proto_seq_behind(70000, seq, mask);
 	CHECK_EQ(behind, 32768);
 	/* rails: both sides derive the same rail; one rail is always 0 */
-	CHECK_EQ(proto_seq_rail(7, 1), 0);
-	CHECK_EQ(proto_seq_rail(7, 4), 3);
-	CHECK_EQ(proto_seq_rail(8, 4), 0);
+	CHECK_EQ(proto_seq_rail(5, 7, 1), 0);
+	CHECK_EQ(proto_seq_rail(0, 7, 4), 3);
+	CHECK_EQ(proto_seq_rail(0, 8, 4), 0);
+	/* connections in step are on different rails */
+	CHECK_EQ(proto_seq_rail(1, 8, 4), 1);
+	CHECK_EQ(proto_seq_rail(2, 8, 4), 2);
+	CHECK_EQ(proto_seq_rail(0xffffffffu, 1, 4), 0);
 	return 0;
 }
 

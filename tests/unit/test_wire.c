@@ -65,7 +65,7 @@ static int test_layout(void)
 	CHECK_EQ(sizeof(struct proto_cts), 344);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 4);
+	CHECK_EQ(PROTO_VERSION, 5);
 	/* ping, pong and goodbye: route, then the count of messages taken in word 5 */
 	CHECK_EQ(sizeof(struct proto_ping), 32);
 	CHECK_EQ(offsetof(struct proto_ping, route), 0);
@@ -322,6 +322,16 @@ static int test_msg_bad(void)
 		CHECK_STR_CONTAINS(why, "rails out of range");
 	}
 
+	/* the first rail of a connection's messages must be one of its rails */
+	good_msg(&m, PROTO_MSG_ACCEPT);
+	m.nrails = 2;
+	m.rail_base = 2;
+	proto_msg_seal(&m, 0x8000000000000001ULL);
+	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
+	CHECK_STR_CONTAINS(why, "first rail 2 of 2 rails out of range");
+	m.rail_base = 1;
+	proto_msg_seal(&m, 0x8000000000000001ULL);
+	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	/* a rail beyond nrails may hold anything: it is not used */
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.alen[5] = 0xff;
@@ -332,7 +342,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 4");
+	CHECK_STR_CONTAINS(why, "expected 5");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
