@@ -18,6 +18,10 @@
 #   bench-fabric-tcp-native  full sweep: plugin over libfabric 2.x's native tcp
 #   bench-socket        full sweep to 1 GiB: NCCL's internal Socket transport
 #   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
+#   bench-socket-best   Socket's best tuning here: 4 threads x 4 sockets and
+#                       NCCL_MIN_NCHANNELS=8 (BEST_CHANNELS)
+#   bench-fabric-tcp-best  the plugin's best tuning: the rails stage's settings
+#                       and NCCL_MIN_NCHANNELS=8 (BEST_CHANNELS)
 #   gpu-buffers         plugin with the testhmem provider in CUDA mode:
 #                       checks GDRDMA in NCCL's log, data, and a sweep
 #   libfabric           the plugin on the libfabric of this setup (FABRIC_LF2_DIR:
@@ -55,6 +59,8 @@
 #   FABRIC_TCP_PROVIDER  NCCL_FABRIC_PROVIDER for the tcp path (default
 #                        'tcp;ofi_rxm'; empty: let the plugin choose)
 #   FABRIC_EXTRA_ENV     extra NAME=VALUE words for every plugin run
+#   PATH_TAG             appended to the path names in the CSVs (path-TAG), so
+#                        runs of one path with other settings stay apart
 #   BENCH_MODE           single | multi | both, for sweeps (default single)
 #   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP (8 1G 2 20 5)
 #   CORR_MAX             largest correctness size (default 16M)
@@ -93,8 +99,8 @@ ENVFILE=$WORK/env.sh
 RESULTS=$WORK/results # CSVs kept across device calls while the machine stays
 SUMMARY=$OUTDIR/summary.txt
 
-ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-shm bench-fabric-tcp-native bench-socket
-	bench-socket-tuned gpu-buffers libfabric plot)
+ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-tcp-best bench-fabric-shm
+	bench-fabric-tcp-native bench-socket bench-socket-tuned bench-socket-best gpu-buffers libfabric plot)
 
 # ------------------------------------------------------------------ helpers
 
@@ -162,14 +168,15 @@ path_env() {
 		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
 		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,NET,ENV" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
 	case $path in
-	fabric-tcp | fabric-tcp-rails | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force | fabric-default)
+	fabric-tcp | fabric-tcp-rails | fabric-tcp-best | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force | fabric-default)
 		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
 		case $path in
 		fabric-tcp) [[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER") ;;
-		fabric-tcp-rails)
+		fabric-tcp-rails | fabric-tcp-best)
 			# four tcp streams per connection, each read by its own thread
 			[[ -n $FABRIC_TCP_PROVIDER ]] && ENV_RUN+=("NCCL_FABRIC_PROVIDER=$FABRIC_TCP_PROVIDER")
-			ENV_RUN+=(NCCL_FABRIC_RAILS=${FABRIC_RAILS:-4} NCCL_FABRIC_PROGRESS_THREADS=1)
+			ENV_RUN+=(NCCL_FABRIC_RAILS=${FABRIC_RAILS:-4} NCCL_FABRIC_PROGRESS_THREADS=on)
+			[[ $path == fabric-tcp-best ]] && ENV_RUN+=(NCCL_MIN_NCHANNELS=${BEST_CHANNELS:-8})
 			;;
 		fabric-shm) ENV_RUN+=(NCCL_FABRIC_PROVIDER=shm) ;;
 		fabric-tcp-native) ENV_RUN+=(NCCL_FABRIC_PROVIDER=tcp) ;;
@@ -197,6 +204,11 @@ path_env() {
 	nccl-socket) ENV_RUN+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket) ;;
 	nccl-socket-tuned)
 		ENV_RUN+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4)
+		;;
+	nccl-socket-best)
+		# more channels too: the best Socket tuning measured on the H200 host
+		ENV_RUN+=(NCCL_NET_PLUGIN=none NCCL_NET=Socket NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
+			NCCL_MIN_NCHANNELS=${BEST_CHANNELS:-8})
 		;;
 	*) die "internal: unknown path $path" ;;
 	esac
@@ -347,7 +359,7 @@ run_bench() {
 	if [[ $mode == single ]]; then
 		out=$base.out
 		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" "$BENCH" --mode single \
-			--path "$path" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
+			--path "$path${PATH_TAG:+-$PATH_TAG}" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
 	else
 		out=$base.rank0.out
 		local iddir nranks=$NGPUS
@@ -362,7 +374,7 @@ run_bench() {
 				rank_env=(LOCAL_RANK=$r)
 			fi
 			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$nranks" \
-				"${rank_env[@]}" "$BENCH" --mode multi --id-dir "$iddir" --path "$path" --csv "$csv" "$@" \
+				"${rank_env[@]}" "$BENCH" --mode multi --id-dir "$iddir" --path "$path${PATH_TAG:+-$PATH_TAG}" --csv "$csv" "$@" \
 				>"$base.rank$r.out" 2>&1 &
 			pids+=($!)
 		done
@@ -770,7 +782,7 @@ stage_sweep() {
 			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 || fail=1
 	done
 	# compact table for this path (plot.py needs no matplotlib for it)
-	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$path" "$RESULTS/bench.csv" 2>&1 |
+	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$path${PATH_TAG:+-$PATH_TAG}" "$RESULTS/bench.csv" 2>&1 |
 		grep -E 'all_reduce|alltoall|sendrecv|^path' | tee -a "$SUMMARY"
 	return $fail
 }
@@ -830,6 +842,8 @@ run_stage() {
 	bench-fabric-tcp-native) stage_sweep fabric-tcp-native || rc=$? ;;
 	bench-socket) stage_sweep nccl-socket || rc=$? ;;
 	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;
+	bench-socket-best) stage_sweep nccl-socket-best || rc=$? ;;
+	bench-fabric-tcp-best) stage_sweep fabric-tcp-best || rc=$? ;;
 	gpu-buffers) stage_gpu_buffers || rc=$? ;;
 	libfabric) stage_libfabric || rc=$? ;;
 	plot) stage_plot || rc=$? ;;
