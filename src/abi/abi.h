@@ -36,6 +36,25 @@ ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, i
 			   void **mhandles, void **phandles, void **request);
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
+/* Entries in the same form in every version that has them. */
+ncclResult_t abi_devices(int *ndev);
+ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t abi_accept(void *listen_comm, void **recv_comm);
+ncclResult_t abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			       int fd, void **mhandle);
+ncclResult_t abi_dereg_mr(void *comm, void *mhandle);
+ncclResult_t abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		       void **request);
+ncclResult_t abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **request);
+ncclResult_t abi_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			void **request);
+ncclResult_t abi_test(void *request, int *done, int *sizes);
+ncclResult_t abi_close_send(void *send_comm);
+ncclResult_t abi_close_recv(void *recv_comm);
+ncclResult_t abi_close_listen(void *listen_comm);
+ncclResult_t abi_finalize(void *ctx);
 
 /* Fields every properties layout has (v6 onwards). */
 #define ABI_PROPS_V6(dst, src)                          \

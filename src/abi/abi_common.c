@@ -117,3 +117,81 @@ ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, i
 	(void)phandles;
 	return fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
+
+/* Entries in the same form in every table that has them: devices, accept,
+ * regMrDmaBuf, deregMr, iflush, test and the closes from v6; regMr (size_t)
+ * from v8; isend and irecv (size_t) from v9; listen with a context and
+ * finalize from v11. */
+ncclResult_t abi_devices(int *ndev)
+{
+	return fab_net_devices(ndev);
+}
+
+ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm)
+{
+	return fab_net_listen(ctx, dev, handle, listen_comm);
+}
+
+ncclResult_t abi_accept(void *listen_comm, void **recv_comm)
+{
+	return fab_net_accept(listen_comm, recv_comm);
+}
+
+ncclResult_t abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	return fab_net_reg_mr(comm, data, size, type, mhandle);
+}
+
+ncclResult_t abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			       int fd, void **mhandle)
+{
+	return fab_net_reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle);
+}
+
+ncclResult_t abi_dereg_mr(void *comm, void *mhandle)
+{
+	return fab_net_dereg_mr(comm, mhandle);
+}
+
+ncclResult_t abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		       void **request)
+{
+	return fab_net_isend(send_comm, data, size, tag, mhandle, request);
+}
+
+ncclResult_t abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **request)
+{
+	return fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+ncclResult_t abi_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			void **request)
+{
+	return fab_net_iflush(recv_comm, n, data, sizes, mhandles, request);
+}
+
+ncclResult_t abi_test(void *request, int *done, int *sizes)
+{
+	return fab_net_test(request, done, sizes);
+}
+
+ncclResult_t abi_close_send(void *send_comm)
+{
+	return fab_net_close_send(send_comm);
+}
+
+ncclResult_t abi_close_recv(void *recv_comm)
+{
+	return fab_net_close_recv(recv_comm);
+}
+
+ncclResult_t abi_close_listen(void *listen_comm)
+{
+	return fab_net_close_listen(listen_comm);
+}
+
+ncclResult_t abi_finalize(void *ctx)
+{
+	return fab_net_finalize(ctx);
+}
