@@ -7,12 +7,17 @@
  *   - v7+:    device-comm out-arguments (always "none" here);
  *   - v10:    profiler handles (ignored) and a comm config on connect;
  *   - properties: one internal struct, copied field by field.
+ * Every entry returns abi_result() of the internal call: the one place an
+ * internal -FI_* code becomes an ncclResult_t.
  */
 #ifndef FAB_ABI_H
 #define FAB_ABI_H
 
 #include "abi/nccl_net_abi.h"
 #include "core/plugin.h"
+
+/* 0 or a negative FI_* code (fab/fab.h, "Errors") as NCCL's result. */
+ncclResult_t abi_result(int rc);
 
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger);
 ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm);

@@ -12,10 +12,10 @@ static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t pr
 static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v9_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess)
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0)
 		ABI_PROPS_V9(props, &p);
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {

@@ -6,12 +6,12 @@
 static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess) {
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0) {
 		ABI_PROPS_V9(props, &p);
 		props->maxMultiRequestSize = p.max_multi_request_size;
 	}
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {

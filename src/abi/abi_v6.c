@@ -5,10 +5,10 @@
 static ncclResult_t v6_get_properties(int dev, ncclNetProperties_v6_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess)
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0)
 		ABI_PROPS_V6(props, &p);
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {

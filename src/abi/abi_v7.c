@@ -5,13 +5,13 @@
 static ncclResult_t v7_get_properties(int dev, ncclNetProperties_v7_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess) {
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0) {
 		ABI_PROPS_V6(props, &p);
 		props->netDeviceType = (ncclNetDeviceType)p.net_device_type;
 		props->netDeviceVersion = p.net_device_version;
 	}
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
