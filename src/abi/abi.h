@@ -7,12 +7,17 @@
  *   - v7+:    device-comm out-arguments (always "none" here);
  *   - v10:    profiler handles (ignored) and a comm config on connect;
  *   - properties: one internal struct, copied field by field.
+ * Every entry returns abi_result() of the internal call: the one place an
+ * internal -FI_* code becomes an ncclResult_t.
  */
 #ifndef FAB_ABI_H
 #define FAB_ABI_H
 
 #include "abi/nccl_net_abi.h"
 #include "core/plugin.h"
+
+/* 0 or a negative FI_* code (fab/fab.h, "Errors") as NCCL's result. */
+ncclResult_t abi_result(int rc);
 
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger);
 ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm);
@@ -36,6 +41,25 @@ ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, i
 			   void **mhandles, void **phandles, void **request);
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
+/* Entries in the same form in every version that has them. */
+ncclResult_t abi_devices(int *ndev);
+ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t abi_accept(void *listen_comm, void **recv_comm);
+ncclResult_t abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			       int fd, void **mhandle);
+ncclResult_t abi_dereg_mr(void *comm, void *mhandle);
+ncclResult_t abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		       void **request);
+ncclResult_t abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **request);
+ncclResult_t abi_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			void **request);
+ncclResult_t abi_test(void *request, int *done, int *sizes);
+ncclResult_t abi_close_send(void *send_comm);
+ncclResult_t abi_close_recv(void *recv_comm);
+ncclResult_t abi_close_listen(void *listen_comm);
+ncclResult_t abi_finalize(void *ctx);
 
 /* Fields every properties layout has (v6 onwards). */
 #define ABI_PROPS_V6(dst, src)                          \

@@ -1,33 +1,86 @@
 /*
- * abi_common.c - argument translations shared by several NCCL versions.
+ * abi_common.c - argument translations shared by several NCCL versions, and
+ * abi_result, where an internal result becomes NCCL's.
  */
 #include <string.h>
 
 #include "abi/abi.h"
 #include "log/log.h"
 
+/*
+ * The one place an internal result (0 or a negative FI_* code, fab/fab.h
+ * "Errors") becomes NCCL's:
+ *
+ *   internal code                        what it means               NCCL is told
+ *   0                                    done                        ncclSuccess
+ *   -FI_EINVAL                           NCCL passed something the   ncclInvalidArgument
+ *                                        plugin cannot take
+ *   -FI_EMSGSIZE, -FI_ETRUNC             a message larger than the   ncclInvalidUsage
+ *                                        receive posted for it
+ *   -FI_ECONNRESET, -FI_ECONNREFUSED,    the peer is gone, refused,  ncclRemoteError
+ *   -FI_ECONNABORTED, -FI_ENOTCONN,      cannot be reached or is
+ *   -FI_EHOSTUNREACH, -FI_ENETUNREACH,   silent
+ *   -FI_ETIMEDOUT, -FI_EIO
+ *   -FI_EOPBADSTATE                      the plugin's own state      ncclInternalError
+ *                                        contradicts itself (a bug)
+ *   -FAB_ECUDA                           a CUDA driver call failed   ncclUnhandledCudaError
+ *   anything else (-FI_ENOMEM,           libfabric or the system     ncclSystemError
+ *   -FI_EOTHER, -FI_ECANCELED, ...)      failed
+ *
+ * ncclInProgress is never returned: connect and accept return ncclSuccess
+ * with no comm until their handshake is done.
+ */
+ncclResult_t abi_result(int rc)
+{
+	switch (-rc) {
+	case 0:
+		return ncclSuccess;
+	case FI_EINVAL:
+		return ncclInvalidArgument;
+	case FI_EMSGSIZE:
+	case FI_ETRUNC:
+		return ncclInvalidUsage;
+	case FI_ECONNRESET:
+	case FI_ECONNREFUSED:
+	case FI_ECONNABORTED:
+	case FI_ENOTCONN:
+	case FI_EHOSTUNREACH:
+	case FI_ENETUNREACH:
+	case FI_ETIMEDOUT:
+	case FI_EIO:
+		return ncclRemoteError;
+	case FI_EOPBADSTATE:
+		return ncclInternalError;
+	case FAB_ECUDA:
+		return ncclUnhandledCudaError;
+	default:
+		return ncclSystemError;
+	}
+}
+
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)
 {
 	/* v6..v10: one init per process and no finalize; the context lives until exit. */
-	return fab_net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger);
+	return abi_result(fab_net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger));
 }
 
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
 	(void)prof;
-	return fab_net_init(ctx, comm_id, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
-			    logger);
+	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+	return abi_result(fab_net_init(ctx, comm_id, tc, logger));
 }
 
 ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm)
 {
-	return fab_net_listen(NULL, dev, handle, listen_comm);
+	return abi_result(fab_net_listen(NULL, dev, handle, listen_comm));
 }
 
 ncclResult_t abi_connect_v6(int dev, void *handle, void **send_comm)
 {
-	return fab_net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
+	return abi_result(
+		fab_net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
@@ -43,8 +96,8 @@ ncclResult_t abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
 {
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
-	return fab_net_connect(NULL, dev, config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
-			       handle, send_comm);
+	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+	return abi_result(fab_net_connect(NULL, dev, tc, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
@@ -52,7 +105,8 @@ ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
 {
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
-	return fab_net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm);
+	return abi_result(
+		fab_net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
 }
 
 ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
@@ -60,7 +114,7 @@ ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
 {
 	if (recv_dev_comm)
 		*recv_dev_comm = NULL;
-	return fab_net_accept(listen_comm, recv_comm);
+	return abi_result(fab_net_accept(listen_comm, recv_comm));
 }
 
 ncclResult_t abi_reg_mr_int(void *comm, void *data, int size, int type, void **mhandle)
@@ -68,9 +122,9 @@ ncclResult_t abi_reg_mr_int(void *comm, void *data, int size, int type, void **m
 	if (size < 0) {
 		*mhandle = NULL;
 		FAB_WARN(NCCL_NET, "regMr: negative size %d", size);
-		return ncclInvalidArgument;
+		return abi_result(-FI_EINVAL);
 	}
-	return fab_net_reg_mr(comm, data, (size_t)size, type, mhandle);
+	return abi_result(fab_net_reg_mr(comm, data, (size_t)size, type, mhandle));
 }
 
 ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void *mhandle,
@@ -79,9 +133,9 @@ ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void 
 	if (size < 0) {
 		*request = NULL;
 		FAB_WARN(NCCL_NET, "isend: negative size %d", size);
-		return ncclInvalidArgument;
+		return abi_result(-FI_EINVAL);
 	}
-	return fab_net_isend(send_comm, data, (size_t)size, tag, mhandle, request);
+	return abi_result(fab_net_isend(send_comm, data, (size_t)size, tag, mhandle, request));
 }
 
 ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int *tags,
@@ -91,29 +145,107 @@ ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int 
 	if (n < 1 || n > 8) {
 		*request = NULL;
 		FAB_WARN(NCCL_NET, "irecv: %d buffers requested", n);
-		return ncclInvalidArgument;
+		return abi_result(-FI_EINVAL);
 	}
 	for (int i = 0; i < n; i++) {
 		if (sizes[i] < 0) {
 			*request = NULL;
 			FAB_WARN(NCCL_NET, "irecv: negative size %d", sizes[i]);
-			return ncclInvalidArgument;
+			return abi_result(-FI_EINVAL);
 		}
 		wide[i] = (size_t)sizes[i];
 	}
-	return fab_net_irecv(recv_comm, n, data, wide, tags, mhandles, request);
+	return abi_result(fab_net_irecv(recv_comm, n, data, wide, tags, mhandles, request));
 }
 
 ncclResult_t abi_isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			   void *phandle, void **request)
 {
 	(void)phandle; /* profiler events: not emitted yet */
-	return fab_net_isend(send_comm, data, size, tag, mhandle, request);
+	return abi_result(fab_net_isend(send_comm, data, size, tag, mhandle, request));
 }
 
 ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			   void **mhandles, void **phandles, void **request)
 {
 	(void)phandles;
-	return fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+	return abi_result(fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+}
+
+/* Entries in the same form in every table that has them: devices, accept,
+ * regMrDmaBuf, deregMr, iflush, test and the closes from v6; regMr (size_t)
+ * from v8; isend and irecv (size_t) from v9; listen with a context and
+ * finalize from v11. */
+ncclResult_t abi_devices(int *ndev)
+{
+	return abi_result(fab_net_devices(ndev));
+}
+
+ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm)
+{
+	return abi_result(fab_net_listen(ctx, dev, handle, listen_comm));
+}
+
+ncclResult_t abi_accept(void *listen_comm, void **recv_comm)
+{
+	return abi_result(fab_net_accept(listen_comm, recv_comm));
+}
+
+ncclResult_t abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	return abi_result(fab_net_reg_mr(comm, data, size, type, mhandle));
+}
+
+ncclResult_t abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			       int fd, void **mhandle)
+{
+	return abi_result(fab_net_reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle));
+}
+
+ncclResult_t abi_dereg_mr(void *comm, void *mhandle)
+{
+	return abi_result(fab_net_dereg_mr(comm, mhandle));
+}
+
+ncclResult_t abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		       void **request)
+{
+	return abi_result(fab_net_isend(send_comm, data, size, tag, mhandle, request));
+}
+
+ncclResult_t abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		       void **mhandles, void **request)
+{
+	return abi_result(fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+}
+
+ncclResult_t abi_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+			void **request)
+{
+	return abi_result(fab_net_iflush(recv_comm, n, data, sizes, mhandles, request));
+}
+
+ncclResult_t abi_test(void *request, int *done, int *sizes)
+{
+	return abi_result(fab_net_test(request, done, sizes));
+}
+
+ncclResult_t abi_close_send(void *send_comm)
+{
+	return abi_result(fab_net_close_send(send_comm));
+}
+
+ncclResult_t abi_close_recv(void *recv_comm)
+{
+	return abi_result(fab_net_close_recv(recv_comm));
+}
+
+ncclResult_t abi_close_listen(void *listen_comm)
+{
+	return abi_result(fab_net_close_listen(listen_comm));
+}
+
+ncclResult_t abi_finalize(void *ctx)
+{
+	return abi_result(fab_net_finalize(ctx));
 }

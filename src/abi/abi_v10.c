@@ -12,30 +12,30 @@ static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t pr
 static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v9_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess)
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0)
 		ABI_PROPS_V9(props, &p);
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
 	.name = FAB_PLUGIN_NAME,
 	.init = v10_init,
-	.devices = fab_net_devices,
+	.devices = abi_devices,
 	.getProperties = v10_get_properties,
 	.listen = abi_listen_legacy,
 	.connect = abi_connect_v10,
 	.accept = abi_accept_v7,
-	.regMr = fab_net_reg_mr,
-	.regMrDmaBuf = fab_net_reg_mr_dmabuf,
-	.deregMr = fab_net_dereg_mr,
+	.regMr = abi_reg_mr,
+	.regMrDmaBuf = abi_reg_mr_dmabuf,
+	.deregMr = abi_dereg_mr,
 	.isend = abi_isend_v10,
 	.irecv = abi_irecv_v10,
-	.iflush = fab_net_iflush,
-	.test = fab_net_test,
-	.closeSend = fab_net_close_send,
-	.closeRecv = fab_net_close_recv,
-	.closeListen = fab_net_close_listen,
+	.iflush = abi_iflush,
+	.test = abi_test,
+	.closeSend = abi_close_send,
+	.closeRecv = abi_close_recv,
+	.closeListen = abi_close_listen,
 	.getDeviceMr = NULL,
 	.irecvConsumed = NULL,
 	.makeVDevice = NULL,

@@ -6,35 +6,35 @@
 static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
 	struct fab_props p;
-	ncclResult_t res = fab_net_get_properties(dev, &p);
-	if (res == ncclSuccess) {
+	int rc = fab_net_get_properties(dev, &p);
+	if (rc == 0) {
 		ABI_PROPS_V9(props, &p);
 		props->maxMultiRequestSize = p.max_multi_request_size;
 	}
-	return res;
+	return abi_result(rc);
 }
 
 FAB_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
 	.name = FAB_PLUGIN_NAME,
 	.init = abi_init_v11,
-	.devices = fab_net_devices,
+	.devices = abi_devices,
 	.getProperties = v11_get_properties,
-	.listen = fab_net_listen,
+	.listen = abi_listen,
 	.connect = abi_connect_v11,
 	.accept = abi_accept_v7,
-	.regMr = fab_net_reg_mr,
-	.regMrDmaBuf = fab_net_reg_mr_dmabuf,
-	.deregMr = fab_net_dereg_mr,
+	.regMr = abi_reg_mr,
+	.regMrDmaBuf = abi_reg_mr_dmabuf,
+	.deregMr = abi_dereg_mr,
 	.isend = abi_isend_v10,
 	.irecv = abi_irecv_v10,
-	.iflush = fab_net_iflush,
-	.test = fab_net_test,
-	.closeSend = fab_net_close_send,
-	.closeRecv = fab_net_close_recv,
-	.closeListen = fab_net_close_listen,
+	.iflush = abi_iflush,
+	.test = abi_test,
+	.closeSend = abi_close_send,
+	.closeRecv = abi_close_recv,
+	.closeListen = abi_close_listen,
 	.getDeviceMr = NULL,
 	.irecvConsumed = NULL,
 	.makeVDevice = NULL,
-	.finalize = fab_net_finalize,
+	.finalize = abi_finalize,
 	.setNetAttr = NULL,
 };

@@ -228,12 +228,13 @@ static void log_decision(struct fab_plugin *p)
 	}
 }
 
-/* Builds the whole context; on failure returns NULL and has logged why. */
-static struct fab_plugin *plugin_create(ncclResult_t *res)
+/* Builds the whole context; on failure returns NULL, with *rc the -FI_* code,
+ * and has logged why. */
+static struct fab_plugin *plugin_create(int *rc)
 {
 	struct fab_plugin *p = calloc(1, sizeof(*p));
 	if (!p) {
-		*res = ncclSystemError;
+		*rc = -FI_ENOMEM;
 		return NULL;
 	}
 	proto_comm_counts_reset();
@@ -248,12 +249,13 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 				 fab_cfg_descs[id].name, p->cfg.v[id].invalid, fab_cfg_descs[id].def);
 
 	fab_cuda_open(&p->cuda);
-	if (fab_discover(&p->cfg, &p->disc)) {
+	int drc = fab_discover(&p->cfg, &p->disc);
+	if (drc) {
 		FAB_WARN(NCCL_INIT | NCCL_NET,
 			 "no usable libfabric provider: %s. Run nccl-fabric-info to see every "
 			 "candidate and why it was rejected",
 			 p->disc.sel.reason);
-		*res = ncclSystemError;
+		*rc = fab_err_sys(drc);
 		plugin_free(p);
 		return NULL;
 	}
@@ -307,12 +309,11 @@ static struct fab_plugin *plugin_create(ncclResult_t *res)
 		fab_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
 		device_props(p, dev);
 	}
-	*res = ncclSuccess;
+	*rc = 0;
 	return p;
 }
 
-ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
-			  ncclDebugLogger_t logger)
+int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger)
 {
 	if (ctx)
 		*ctx = NULL;
@@ -321,12 +322,12 @@ ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
 		fab_log_set_logger(logger);
 	else
 		fab_log_read_env();
-	ncclResult_t res = ncclSuccess;
+	int rc = 0;
 	if (!plugin) {
-		struct fab_plugin *p = plugin_create(&res);
+		struct fab_plugin *p = plugin_create(&rc);
 		if (!p) {
 			pthread_mutex_unlock(&plugin_lock);
-			return res;
+			return rc;
 		}
 		__atomic_store_n(&plugin, p, __ATOMIC_RELEASE);
 		log_decision(p);
@@ -335,7 +336,7 @@ ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
 		struct fab_ctx *c = calloc(1, sizeof(*c));
 		if (!c) {
 			pthread_mutex_unlock(&plugin_lock);
-			return ncclSystemError;
+			return -FI_ENOMEM;
 		}
 		c->magic = FAB_CTX_MAGIC;
 		c->comm_id = comm_id;
@@ -344,16 +345,16 @@ ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
 	}
 	plugin->refs++;
 	pthread_mutex_unlock(&plugin_lock);
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_finalize(void *ctx)
+int fab_net_finalize(void *ctx)
 {
 	struct fab_ctx *c = ctx;
 	/* NCCL 2.28 also calls finalize after a failed init, with whatever ctx
 	 * holds: only a context this plugin made counts. */
 	if (!c || c->magic != FAB_CTX_MAGIC)
-		return ncclSuccess;
+		return 0;
 	pthread_mutex_lock(&plugin_lock);
 	c->magic = 0;
 	free(c);
@@ -365,23 +366,23 @@ ncclResult_t fab_net_finalize(void *ctx)
 		fab_log_set_logger(NULL);
 	}
 	pthread_mutex_unlock(&plugin_lock);
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_devices(int *ndev)
+int fab_net_devices(int *ndev)
 {
 	struct fab_plugin *p = fab_plugin_get();
 	*ndev = p ? p->ndevs : 0;
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_get_properties(int dev, struct fab_props *props)
+int fab_net_get_properties(int dev, struct fab_props *props)
 {
 	struct fab_plugin *p = fab_plugin_get();
 	if (!p || dev < 0 || dev >= p->ndevs) {
 		FAB_WARN(NCCL_NET, "getProperties: device %d does not exist", dev);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	*props = p->devs[dev].props;
-	return ncclSuccess;
+	return 0;
 }

@@ -97,30 +97,30 @@ struct fab_plugin {
 /* The live plugin context, or NULL outside init..finalize. */
 struct fab_plugin *fab_plugin_get(void);
 
-/* Internal API (NCCL's semantics; see abi/nccl_net_abi.h). */
-ncclResult_t fab_net_init(void **ctx, uint64_t comm_id, int traffic_class,
-			  ncclDebugLogger_t logger);
-ncclResult_t fab_net_finalize(void *ctx);
-ncclResult_t fab_net_devices(int *ndev);
-ncclResult_t fab_net_get_properties(int dev, struct fab_props *props);
-ncclResult_t fab_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-ncclResult_t fab_net_connect(void *ctx, int dev, int traffic_class, void *handle,
-			     void **send_comm);
-ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm);
-ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-ncclResult_t fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
-				   uint64_t offset, int fd, void **mhandle);
-ncclResult_t fab_net_dereg_mr(void *comm, void *mhandle);
-ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			   void **request);
-ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-			   void **mhandles, void **request);
-ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-			    void **request);
-ncclResult_t fab_net_test(void *request, int *done, int *sizes);
-ncclResult_t fab_net_close_send(void *send_comm);
-ncclResult_t fab_net_close_recv(void *recv_comm);
-ncclResult_t fab_net_close_listen(void *listen_comm);
+/* Internal API: NCCL's semantics (see abi/nccl_net_abi.h), except that each
+ * returns 0 or a negative FI_* code (fab/fab.h, "Errors"); abi_result() in
+ * abi/abi_common.c makes that NCCL's ncclResult_t. */
+int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger);
+int fab_net_finalize(void *ctx);
+int fab_net_devices(int *ndev);
+int fab_net_get_properties(int dev, struct fab_props *props);
+int fab_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+int fab_net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm);
+int fab_net_accept(void *listen_comm, void **recv_comm);
+int fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+int fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			  int fd, void **mhandle);
+int fab_net_dereg_mr(void *comm, void *mhandle);
+int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		  void **request);
+int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		  void **mhandles, void **request);
+int fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+		   void **request);
+int fab_net_test(void *request, int *done, int *sizes);
+int fab_net_close_send(void *send_comm);
+int fab_net_close_recv(void *recv_comm);
+int fab_net_close_listen(void *listen_comm);
 
 /* The report behind nccl-fabric-info (core/report.c). */
 int fab_report_write(FILE *out, int flags); /* NCCL_FABRIC_REPORT_* */

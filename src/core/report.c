@@ -396,11 +396,11 @@ int fab_report_write(FILE *out, int flags)
 	memset(&v, 0, sizeof(v));
 	int rc;
 	void *ctx = NULL;
-	ncclResult_t res = ncclSuccess;
+	int res = 0;
 	if (!fab_plugin_get())
 		res = fab_net_init(&ctx, 0, 0, NULL); /* the report holds its own reference */
 	struct fab_plugin *p = fab_plugin_get();
-	if (res == ncclSuccess && p) {
+	if (res == 0 && p) {
 		v.cfg = &p->cfg;
 		v.disc = &p->disc;
 		v.cuda = &p->cuda;

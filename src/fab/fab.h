@@ -462,7 +462,64 @@ static inline int fab_cq_err_code(const struct fi_cq_err_entry *err)
 	return err->err < 0 ? -err->err : err->err;
 }
 
-/* Text for a negative libfabric code (fi_strerror). */
+/*
+ * Errors. Inside the plugin a failure is a negative FI_* code; abi_result()
+ * (abi/abi_common.c) makes it NCCL's ncclResult_t at the ABI face, and only
+ * there. The plugin picks these codes for causes of its own:
+ *   -FI_EINVAL        NCCL handed it something it cannot take
+ *   -FI_EMSGSIZE      a message larger than the receive posted for it
+ *   -FI_ECONNABORTED, -FI_ECONNREFUSED, -FI_EHOSTUNREACH, -FI_ETIMEDOUT
+ *                     the peer is gone, refused, cannot be reached, or is silent
+ *   -FI_EOPBADSTATE   the plugin's own state contradicts itself (a bug)
+ *   -FAB_ECUDA        a CUDA driver call failed
+ * and a failed libfabric call or completion passes on libfabric's own code,
+ * through fab_err_sys or fab_err_cq, which keep it from passing for one of
+ * the causes above where NCCL was told something else before.
+ */
+/* The plugin's own code, above libfabric's range (FI_ERRNO_OFFSET..FI_ERRNO_MAX). */
+#define FAB_ECUDA 4096
+
+/* The code to pass on where a libfabric or system call failed and NCCL is
+ * told "system error": rc itself, unless rc is not negative or is one of the
+ * codes with a meaning of their own at the ABI face (a bad argument, a size
+ * mismatch, a lost peer, a bug, CUDA); then -FI_EOTHER. (The WARN that
+ * reports the failure names rc.) */
+static inline int fab_err_sys(int rc)
+{
+	switch (-rc) {
+	case FI_EINVAL:
+	case FI_EMSGSIZE:
+	case FI_ETRUNC:
+	case FI_ECONNRESET:
+	case FI_ECONNREFUSED:
+	case FI_ECONNABORTED:
+	case FI_ENOTCONN:
+	case FI_EHOSTUNREACH:
+	case FI_ENETUNREACH:
+	case FI_ETIMEDOUT:
+	case FI_EIO:
+	case FI_EOPBADSTATE:
+	case FAB_ECUDA:
+		return -FI_EOTHER;
+	default:
+		return rc < 0 ? rc : -FI_EOTHER;
+	}
+}
+
+/* The code a failed completion leaves in its request, from err (positive
+ * FI_*, fab_cq_err_code): -err, so libfabric's reason reaches the ABI face (a
+ * truncation or a lost peer keep their meaning there; a cancellation and the
+ * rest are system errors), unless err is 0 or one of the codes the plugin
+ * keeps for its own causes (-FI_EINVAL, -FI_EOPBADSTATE, -FAB_ECUDA); then
+ * -FI_EOTHER. */
+static inline int fab_err_cq(int err)
+{
+	if (err <= 0 || err == FI_EINVAL || err == FI_EOPBADSTATE || err == FAB_ECUDA)
+		return -FI_EOTHER;
+	return -err;
+}
+
+/* Text for a negative libfabric code (fi_strerror), or for -FAB_ECUDA. */
 const char *fab_strerror(int rc);
 /* An error completion in words: libfabric's text and the provider's own. */
 void fab_cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,

@@ -14,7 +14,10 @@
 
 const char *fab_strerror(int rc)
 {
-	return fi_strerror(rc < 0 ? -rc : rc);
+	int code = rc < 0 ? -rc : rc;
+	if (code == FAB_ECUDA)
+		return "CUDA driver call failed";
+	return fi_strerror(code);
 }
 
 static struct fi_info *make_hints(const struct fab_attempt_plan *p)

@@ -62,9 +62,10 @@
  * with a pong (a thread reads every idle endpoint, so a peer busy elsewhere
  * still answers). No answer for NCCL_FABRIC_PEER_TIMEOUT, or a ping the
  * provider fails: the peer is gone and the comm's operations end with
- * ncclRemoteError. This catches a dead process on every provider (shm
- * delivers into a dead process's queue without an error), a cut link (tcp
- * takes the ping into the kernel's buffer) and a peer that closed its end. */
+ * proto_gone_rc's code (ncclRemoteError for NCCL). This catches a dead
+ * process on every provider (shm delivers into a dead process's queue
+ * without an error), a cut link (tcp takes the ping into the kernel's
+ * buffer) and a peer that closed its end. */
 #define PROTO_PING_NS (1ULL * 1000000000ULL)
 
 
@@ -108,7 +109,7 @@ struct proto_req {
 	int nposted;               /* operations handed to libfabric so far */
 	int nops;                  /* completions that finish the request */
 	atomic_int ncomplete;
-	atomic_int status;         /* ncclResult_t of the first failure */
+	atomic_int status;         /* the first failure's -FI_* code, or 0 */
 	bool in_use;
 };
 
@@ -235,11 +236,20 @@ struct proto_listen {
  * that showed the peer is gone. Caller holds no CQ lock. */
 int proto_comm_alive(struct proto_comm *c);
 
-/* First failure wins; later ones keep their WARN lines but not the result. */
-static inline void proto_req_fail(struct proto_req *r, ncclResult_t res)
+/* What the operations of a comm whose peer is gone fail with (dead: the FI_*
+ * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings
+ * went unanswered, else (a ping failed) -FI_ECONNABORTED. */
+static inline int proto_gone_rc(int dead)
 {
-	int expected = ncclSuccess;
-	atomic_compare_exchange_strong(&r->status, &expected, (int)res);
+	return dead == FI_ETIMEDOUT ? -FI_ETIMEDOUT : -FI_ECONNABORTED;
+}
+
+/* First failure (a negative -FI_* code) wins; later ones keep their WARN
+ * lines but not the result. */
+static inline void proto_req_fail(struct proto_req *r, int rc)
+{
+	int expected = 0;
+	atomic_compare_exchange_strong(&r->status, &expected, rc);
 }
 
 /* Takes (releases) the CQ locks of every rail of the comm: no completion of

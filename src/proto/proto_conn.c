@@ -497,8 +497,9 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 	pthread_mutex_unlock(&dom->id_lock);
 }
 
-/* The peer is gone: every request of the comm fails with ncclRemoteError,
- * and its operations are cancelled so the provider lets go of NCCL's buffers. */
+/* The peer is gone: every request of the comm fails (proto_gone_rc; NCCL sees
+ * ncclRemoteError), and its operations are cancelled so the provider lets go
+ * of NCCL's buffers. */
 static void comm_fail_all(struct proto_comm *c, int err)
 {
 	int n = 0;
@@ -506,14 +507,14 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		for (int i = 0; i < PROTO_SEND_REQS; i++)
 			if (s->reqs[i].h.in_use) {
-				proto_req_fail(&s->reqs[i].h, ncclRemoteError);
+				proto_req_fail(&s->reqs[i].h, proto_gone_rc(err));
 				n++;
 			}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
 		for (int i = 0; i < PROTO_RECV_REQS; i++)
 			if (r->reqs[i].h.in_use) {
-				proto_req_fail(&r->reqs[i].h, ncclRemoteError);
+				proto_req_fail(&r->reqs[i].h, proto_gone_rc(err));
 				n++;
 			}
 	}
@@ -748,24 +749,26 @@ out:
 		send_reject(dev, ep, m, reason);
 }
 
-ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
+int fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
 {
 	*listen_comm = NULL;
 	struct fab_device *dev = device_of(dev_index, "listen");
 	if (!dev)
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	struct fab_domain *dom;
-	if (proto_device_open(dev, &dom))
-		return ncclSystemError;
+	int rc = proto_device_open(dev, &dom);
+	if (rc)
+		return fab_err_sys(rc);
 	struct proto_listen *l = calloc(1, sizeof(*l));
 	if (!l) {
 		FAB_WARN(NCCL_NET, "listen: out of memory");
-		return ncclSystemError;
+		return -FI_ENOMEM;
 	}
 	pthread_mutex_init(&l->inbox_lock, NULL); /* before comm_init: its failure path destroys it */
-	if (comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l), 1)) {
+	rc = comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l), 1);
+	if (rc) {
 		comm_release(&l->c.zombie);
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	}
 	l->id = l->c.reg.id;
 	l->nonce = random_u64();
@@ -786,7 +789,7 @@ ncclResult_t fab_net_listen(void *ctx, int dev_index, void *handle, void **liste
 	memcpy(handle, &h, sizeof(h));
 	FAB_TRACE(NCCL_NET, "listen on %s: id %u", dev->props.name, l->id);
 	*listen_comm = l;
-	return ncclSuccess;
+	return 0;
 }
 
 /* Takes the oldest queued connection request; false when there is none. */
@@ -803,14 +806,14 @@ static bool listen_pop(struct proto_listen *l, struct proto_msg *out)
 	return got;
 }
 
-ncclResult_t fab_net_close_listen(void *listen_comm)
+int fab_net_close_listen(void *listen_comm)
 {
 	if (!listen_comm)
-		return ncclSuccess;
+		return 0;
 	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "closeListen: %p is not a listen comm", listen_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct proto_listen *l = container_of(c, struct proto_listen, c);
 	if (l->accepting)
@@ -821,7 +824,7 @@ ncclResult_t fab_net_close_listen(void *listen_comm)
 	while (listen_pop(l, &m))
 		send_reject(c->dev, c->ep, &m, PROTO_REJECT_NO_LISTENER);
 	proto_comm_retire(c);
-	return ncclSuccess;
+	return 0;
 }
 
 /* ---------------- connect ---------------- */
@@ -975,21 +978,23 @@ static struct proto_send *send_find_pending(const void *handle, uint64_t sum, in
 	return NULL;
 }
 
-static ncclResult_t send_create(struct fab_device *dev, const struct proto_handle *h,
-				const void *handle_ptr, struct proto_send **out)
+static int send_create(struct fab_device *dev, const struct proto_handle *h,
+		       const void *handle_ptr, struct proto_send **out)
 {
 	struct fab_domain *dom;
-	if (proto_device_open(dev, &dom))
-		return ncclSystemError;
+	int rc = proto_device_open(dev, &dom);
+	if (rc)
+		return fab_err_sys(rc);
 	struct proto_send *s = calloc(1, sizeof(*s));
 	if (!s) {
 		FAB_WARN(NCCL_NET, "connect: out of memory");
-		return ncclSystemError;
+		return -FI_ENOMEM;
 	}
 	pthread_mutex_init(&s->cts_lock, NULL); /* before comm_init: its failure path destroys it */
-	if (comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s), dom->nep)) {
+	rc = comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s), dom->nep);
+	if (rc) {
 		comm_release(&s->c.zombie);
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	}
 	/* Every send comm of the endpoint receives its CTS through the shared
 	 * pool: keep PROTO_CTS_PER_SEND receives posted per comm, so hundreds of
@@ -1013,12 +1018,12 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
-	int rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer[0]);
+	rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer[0]);
 	if (rc) {
 		FAB_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
 			 s->peer_text, fab_strerror(rc));
 		comm_release(&s->c.zombie);
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	}
 	s->reply_id = s->c.reg.id;
 	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, h->listen_id);
@@ -1039,11 +1044,14 @@ static ncclResult_t send_create(struct fab_device *dev, const struct proto_handl
 	s->handle_sum = h->checksum;
 	atomic_init(&s->state, PROTO_CONNECTING);
 	*out = s;
-	return ncclSuccess;
+	return 0;
 }
 
-/* One step of the handshake. Returns an error only when the connection failed. */
-static ncclResult_t send_advance(struct proto_send *s)
+/* One step of the handshake. Returns an error only when the connection failed:
+ * the peer refused (-FI_ECONNREFUSED), could not be reached (-FI_EHOSTUNREACH),
+ * answered nonsense (-FI_ECONNABORTED) or not in time (-FI_ETIMEDOUT), or a
+ * libfabric call failed. */
+static int send_advance(struct proto_send *s)
 {
 	struct fab_ep *ep = s->c.ep;
 	ssize_t rc;
@@ -1057,7 +1065,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 			if (rc != -FI_EAGAIN) {
 				FAB_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
 					 s->peer_text, fab_strerror((int)rc));
-				return ncclSystemError;
+				return fab_err_sys((int)rc);
 			}
 		} else {
 			s->out_posted = true;
@@ -1065,24 +1073,24 @@ static ncclResult_t send_advance(struct proto_send *s)
 	}
 	int prc = fab_ep_progress(ep);
 	if (prc < 0)
-		return ncclSystemError;
+		return fab_err_sys(prc);
 	if (atomic_load(&s->out_err))
-		return ncclRemoteError;
+		return -FI_EHOSTUNREACH; /* (send_out_done's WARN names libfabric's reason) */
 	if (atomic_load_explicit(&s->in_done, memory_order_acquire)) {
 		char why[160];
 		if (proto_msg_check(&s->in, sizeof(s->in), why, sizeof(why))) {
 			FAB_WARN(NCCL_NET, "connect to %s: bad reply: %s", s->peer_text, why);
-			return ncclRemoteError;
+			return -FI_ECONNABORTED;
 		}
 		if (s->in.type == PROTO_MSG_REJECT) {
 			FAB_WARN(NCCL_NET, "connect to %s: the listener refused the connection: %s",
 				 s->peer_text, proto_reject_text(s->in.reason));
-			return ncclRemoteError;
+			return -FI_ECONNREFUSED;
 		}
 		if (s->in.type != PROTO_MSG_ACCEPT || s->in.nonce != s->out.nonce) {
 			FAB_WARN(NCCL_NET, "connect to %s: the reply does not answer this request",
 				 s->peer_text);
-			return ncclRemoteError;
+			return -FI_ECONNABORTED;
 		}
 		/* the listener agreed on min(our rails, its rails); reach each of its rails */
 		int nrails = s->in.nrails < s->c.nrails ? s->in.nrails : s->c.nrails;
@@ -1091,7 +1099,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 			if (rrc) {
 				FAB_WARN(NCCL_NET, "connect to %s: rail %d's address cannot be used: %s",
 					 s->peer_text, i, fab_strerror(rrc));
-				return ncclSystemError;
+				return fab_err_sys(rrc);
 			}
 		}
 		s->c.nrails = nrails;
@@ -1103,7 +1111,7 @@ static ncclResult_t send_advance(struct proto_send *s)
 		s->c.ping_id = s->remote_id;
 		atomic_store(&s->c.last_ns, fab_coarse_ns());
 		atomic_store(&s->state, PROTO_READY);
-		return ncclSuccess;
+		return 0;
 	}
 	uint64_t limit = s->c.dev->timeout_ns;
 	if (fab_now_ns() - s->start_ns > limit) {
@@ -1111,26 +1119,25 @@ static ncclResult_t send_advance(struct proto_send *s)
 			 "connect to %s: no answer after %llu s: the peer may have died or never "
 			 "called accept (NCCL_FABRIC_TIMEOUT sets the limit)",
 			 s->peer_text, (unsigned long long)(limit / 1000000000ULL));
-		return ncclRemoteError;
+		return -FI_ETIMEDOUT;
 	}
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *handle,
-			     void **send_comm)
+int fab_net_connect(void *ctx, int dev_index, int traffic_class, void *handle, void **send_comm)
 {
 	*send_comm = NULL;
 	struct fab_device *dev = device_of(dev_index, "connect");
 	if (!dev)
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	if (!handle) {
 		FAB_WARN(NCCL_NET, "connect: NULL handle");
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	char why[256];
 	if (proto_handle_check(handle, dev->prov_hash, why, sizeof(why))) {
 		FAB_WARN(NCCL_NET, "connect on %s: invalid connection handle: %s", dev->props.name, why);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct proto_handle h;
 	memcpy(&h, handle, sizeof(h));
@@ -1141,27 +1148,27 @@ ncclResult_t fab_net_connect(void *ctx, int dev_index, int traffic_class, void *
 		dlist_remove(&s->pending_link);
 	pthread_mutex_unlock(&pending_lock);
 	if (!s) {
-		ncclResult_t res = send_create(dev, &h, handle, &s);
-		if (res != ncclSuccess)
-			return res;
+		int rc = send_create(dev, &h, handle, &s);
+		if (rc)
+			return rc;
 	}
 
-	ncclResult_t res = send_advance(s);
-	if (res != ncclSuccess) {
+	int rc = send_advance(s);
+	if (rc) {
 		proto_comm_retire(&s->c);
-		return res;
+		return rc;
 	}
 	if (atomic_load(&s->state) == PROTO_READY) {
 		FAB_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
 			  dev->props.name, s->remote_id);
 		*send_comm = s;
 		comm_opened();
-		return ncclSuccess;
+		return 0;
 	}
 	pthread_mutex_lock(&pending_lock);
 	dlist_insert_tail(&pending_connects, &s->pending_link);
 	pthread_mutex_unlock(&pending_lock);
-	return ncclSuccess;
+	return 0;
 }
 
 void proto_pending_connects_close(int dev_index)
@@ -1178,18 +1185,18 @@ void proto_pending_connects_close(int dev_index)
 	pthread_mutex_unlock(&pending_lock);
 }
 
-ncclResult_t fab_net_close_send(void *send_comm)
+int fab_net_close_send(void *send_comm)
 {
 	if (!send_comm)
-		return ncclSuccess;
+		return 0;
 	struct proto_comm *c = proto_comm_from(send_comm, PROTO_SEND);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	comm_closed();
 	proto_comm_retire(c);
-	return ncclSuccess;
+	return 0;
 }
 
 /* ---------------- accept ---------------- */
@@ -1225,13 +1232,13 @@ static int recv_post_ack(struct proto_recv *r)
 /* The rail each accepted connection starts on, in turn (proto_seq_rail). */
 static atomic_uint accept_rail_turn;
 
-ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
+int fab_net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
 	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "accept: %p is not a listen comm", listen_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct proto_listen *l = container_of(c, struct proto_listen, c);
 	struct fab_device *dev = c->dev;
@@ -1243,8 +1250,9 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		struct proto_msg req;
 		bool got = listen_pop(l, &req);
 		if (!got) {
-			if (fab_ep_progress(c->ep) < 0)
-				return ncclSystemError;
+			int prc = fab_ep_progress(c->ep);
+			if (prc < 0)
+				return fab_err_sys(prc);
 			got = listen_pop(l, &req);
 		}
 		if (!got) {
@@ -1257,9 +1265,9 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 					 "accept on %s: no connection request after %llu s: the peer may "
 					 "have died (NCCL_FABRIC_TIMEOUT sets the limit)",
 					 dev->props.name, (unsigned long long)(limit / 1000000000ULL));
-				return ncclRemoteError;
+				return -FI_ETIMEDOUT;
 			}
-			return ncclSuccess;
+			return 0;
 		}
 		char peer_text[64] = "?";
 		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));
@@ -1267,12 +1275,13 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 		struct proto_recv *r = calloc(1, sizeof(*r));
 		struct fab_domain *dom = dev->dom;
 		int nrails = req.nrails < dom->nep ? req.nrails : dom->nep;
-		if (!r || comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r), nrails)) {
+		int irc = r ? comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r), nrails) : -FI_ENOMEM;
+		if (irc) {
 			if (r)
 				comm_release(&r->c.zombie);
 			FAB_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
 			send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
-			return ncclSystemError;
+			return fab_err_sys(irc);
 		}
 		op_init(&r->ack_op, recv_ack_done, r, 0);
 		recv_free_list_init(r);
@@ -1283,7 +1292,7 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 				 * accept goes on waiting for a good one */
 				send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
 				comm_release(&r->c.zombie);
-				return ncclSuccess;
+				return 0;
 			}
 		}
 		for (int i = 0; i < r->c.nrails; i++)
@@ -1312,14 +1321,14 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	int rc = recv_post_ack(r);
 	if (rc == -FI_EAGAIN) {
 		(void)fab_ep_progress(c->ep);
-		return ncclSuccess;
+		return 0;
 	}
 	l->accepting = NULL;
 	if (rc) {
 		FAB_WARN(NCCL_NET, "accept on %s: answering %s failed: %s", dev->props.name,
 			 r->peer_text, fab_strerror(rc));
 		proto_comm_retire(&r->c);
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	}
 	l->wait_start_ns = 0;
 	r->c.peer_text = r->peer_text;
@@ -1329,21 +1338,21 @@ ncclResult_t fab_net_accept(void *listen_comm, void **recv_comm)
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
 	comm_opened();
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_close_recv(void *recv_comm)
+int fab_net_close_recv(void *recv_comm)
 {
 	if (!recv_comm)
-		return ncclSuccess;
+		return 0;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	comm_closed();
 	proto_comm_retire(c);
-	return ncclSuccess;
+	return 0;
 }
 
 /* ---------------- request pools ---------------- */

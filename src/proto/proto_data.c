@@ -52,28 +52,7 @@ static void req_reset(struct proto_req *r, int n)
 	r->n = n;
 	r->nposted = 0;
 	atomic_store(&r->ncomplete, 0);
-	atomic_store(&r->status, ncclSuccess);
-}
-
-
-static ncclResult_t classify_error(int err)
-{
-	switch (err) {
-	case FI_ETRUNC:
-	case FI_EMSGSIZE:
-		return ncclInvalidUsage;
-	case FI_ECONNRESET:
-	case FI_ECONNREFUSED:
-	case FI_ECONNABORTED:
-	case FI_ENOTCONN:
-	case FI_EHOSTUNREACH:
-	case FI_ENETUNREACH:
-	case FI_ETIMEDOUT:
-	case FI_EIO:
-		return ncclRemoteError;
-	default:
-		return ncclSystemError;
-	}
+	atomic_store(&r->status, 0);
 }
 
 static void op_finish(struct proto_comm *c, struct fab_op *op)
@@ -84,13 +63,14 @@ static void op_finish(struct proto_comm *c, struct fab_op *op)
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
 
-/* A receive whose remaining operations can never be posted: counted complete
- * so test() can report the failure instead of waiting forever. Posted ones
- * still complete (or are cancelled at close) normally. */
-static void recv_abandon(struct proto_recv_req *q)
+/* A receive whose remaining operations can never be posted (rc: the posting's
+ * failure): counted complete so test() can report the failure instead of
+ * waiting forever. Posted ones still complete (or are cancelled at close)
+ * normally. */
+static void recv_abandon(struct proto_recv_req *q, int rc)
 {
 	struct proto_req *r = &q->h;
-	proto_req_fail(r, ncclSystemError);
+	proto_req_fail(r, fab_err_sys(rc));
 	atomic_store(&q->cts_lazy, 0);
 	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
 	for (int k = q->cursor; k < r->n; k++) {
@@ -124,7 +104,7 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 q->how == PROTO_SEND_RMA ? "RMA write" : "send", q->size);
 			cq_warn(op, err, what, container_of(c, struct proto_send, c)->peer_text);
 		}
-		proto_req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+		proto_req_fail(&q->h, fab_err_cq(err->err));
 	}
 	fab_op_release(op);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
@@ -172,14 +152,14 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	return rc;
 }
 
-ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-			   void **request)
+int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+		  void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(send_comm, PROTO_SEND);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "isend: %p is not a send comm", send_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct proto_send *s = container_of(c, struct proto_send, c);
 	struct fab_device *dev = c->dev;
@@ -188,7 +168,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 	if (!mr && size && (dev->dom->mr_mode & FI_MR_LOCAL)) {
 		FAB_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
 			 dev->choice.domain);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 
 	/* The sequence number, and the CTS for it when one is needed, are taken
@@ -206,7 +186,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		if (!se) {
 			pthread_mutex_unlock(&s->cts_lock);
 			FAB_WARN(NCCL_NET, "isend: out of memory");
-			return ncclSystemError;
+			return -FI_ENOMEM;
 		}
 		seq = se->seq;
 		have = proto_cts_take(&s->cts, proto_cts_key(folded, seq & mask), &cts);
@@ -225,9 +205,9 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 				FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: the peer is gone (%s); "
 					 "the message cannot be delivered", size, s->peer_text,
 					 fi_strerror(dead));
-				return ncclRemoteError;
+				return proto_gone_rc(dead);
 			}
-			return ncclSuccess;
+			return 0;
 		}
 	}
 	int rail = proto_seq_rail(s->rail_base, seq, c->nrails);
@@ -258,7 +238,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 				 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
 				 "NCCL_ALGO/buffer settings",
 				 size, s->peer_text, tag, (unsigned long long)cts.size);
-			proto_req_fail(r, ncclInvalidUsage);
+			proto_req_fail(r, -FI_EMSGSIZE);
 			q->abort_size = size;
 		}
 		rc = send_post(s, q, rail, data, mr,
@@ -275,12 +255,12 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		pthread_mutex_unlock(&s->cts_lock);
 		if (rc == -FI_EAGAIN) {
 			(void)fab_ep_progress(c->rails[rail]);
-			return ncclSuccess;
+			return 0;
 		}
 		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
 			 q && q->how == PROTO_SEND_RMA ? "fi_writedata" : "fi_tsend",
 			 fab_strerror((int)rc));
-		return ncclSystemError;
+		return fab_err_sys((int)rc);
 	}
 	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
 	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
@@ -288,7 +268,7 @@ ncclResult_t fab_net_isend(void *send_comm, void *data, size_t size, int tag, vo
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
 		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
 	*request = r;
-	return ncclSuccess;
+	return 0;
 }
 
 /* ---------------- receive ---------------- */
@@ -320,14 +300,14 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			 "nothing was written past the buffer. Both ranks must run the same NCCL "
 			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, what, q->posted[i], q->tags[i]);
-		proto_req_fail(&q->h, ncclInvalidUsage);
+		proto_req_fail(&q->h, -FI_EMSGSIZE);
 	} else if (e && bounce && e->len > q->posted[i]) {
 		FAB_WARN(NCCL_NET,
 			 "receive from %s: a message of %zu bytes arrived for a buffer of %zu bytes "
 			 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the "
 			 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, (size_t)e->len, q->posted[i], q->tags[i]);
-		proto_req_fail(&q->h, ncclInvalidUsage);
+		proto_req_fail(&q->h, -FI_EMSGSIZE);
 	} else if (e) {
 		/* (a closed comm's buffers may be freed: nothing is copied there) */
 		if (bounce && e->len && c->magic == PROTO_COMM_MAGIC)
@@ -361,7 +341,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
 			cq_warn(op, err, what, r->peer_text);
 		}
-		proto_req_fail(&q->h, err->err == FI_ECANCELED ? ncclSystemError : classify_error(err->err));
+		proto_req_fail(&q->h, fab_err_cq(err->err));
 	}
 	fab_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
@@ -443,7 +423,7 @@ static void recv_cts_failed(struct proto_recv_req *q)
 	FAB_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
 		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
 		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
-	proto_req_fail(&q->h, classify_error(q->cts_err));
+	proto_req_fail(&q->h, fab_err_cq(q->cts_err));
 	proto_comm_lock_rails(c);
 	for (int i = 0; i < q->h.n; i++)
 		if (atomic_load(&q->ops[i].posted))
@@ -515,14 +495,14 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	return 0;
 }
 
-ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-			   void **mhandles, void **request)
+int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+		  void **mhandles, void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "irecv: %p is not a receive comm", recv_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct proto_recv *rc_ = container_of(c, struct proto_recv, c);
 	struct fab_device *dev = c->dev;
@@ -530,19 +510,19 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 	if (n < 1 || n > dev->props.max_recvs) {
 		FAB_WARN(NCCL_NET, "irecv: %d buffers requested, maxRecvs is %d", n,
 			 dev->props.max_recvs);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	bool need_mr = dev->dom->mr_mode & FI_MR_LOCAL;
 	for (int i = 0; i < n; i++) {
 		if (need_mr && sizes[i] && !(mhandles && mhandles[i])) {
 			FAB_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
-			return ncclInvalidArgument;
+			return -FI_EINVAL;
 		}
 	}
 	struct proto_req *r = req_get(c);
 	if (!r) {
 		(void)proto_comm_progress(c);
-		return ncclSuccess;
+		return 0;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 	uint32_t index = (uint32_t)(q - rc_->reqs);
@@ -573,7 +553,7 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 			}
 			req_put(r);
 			FAB_WARN(NCCL_NET, "irecv: out of memory");
-			return ncclSystemError;
+			return -FI_ENOMEM;
 		}
 		uint32_t seq = se->seq++;
 		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
@@ -632,23 +612,23 @@ ncclResult_t fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
 		req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)proto_comm_progress(c);
-			return ncclSuccess;
+			return 0;
 		}
 		FAB_WARN(NCCL_NET, "irecv from %s: fi_trecv failed: %s", rc_->peer_text,
 			 fab_strerror(prc));
-		return ncclSystemError;
+		return fab_err_sys(prc);
 	}
 	if (prc && prc != -FI_EAGAIN) {
 		FAB_WARN(NCCL_NET, "irecv from %s: posting failed: %s", rc_->peer_text,
 			 fab_strerror(prc));
-		recv_abandon(q);
+		recv_abandon(q, prc);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
 	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
 		  rc_->peer_text, tags[0], sizes[0], q->rail[0],
 		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
-	return ncclSuccess;
+	return 0;
 }
 
 /* ---------------- test ---------------- */
@@ -671,19 +651,19 @@ static void recv_skip_lazy_cts(struct proto_req *r)
 
 static int flush_post(struct proto_recv_req *q);
 
-ncclResult_t fab_net_test(void *request, int *done, int *sizes)
+int fab_net_test(void *request, int *done, int *sizes)
 {
 	struct proto_req *r = request;
 	*done = 0;
 	if (!r || !r->in_use) {
 		FAB_WARN(NCCL_NET, "test: %p is not a pending request", request);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	if (r->kind == PROTO_REQ_FLUSH && r->nposted == 0) {
 		int rc = flush_post(container_of(r, struct proto_recv_req, h));
 		if (rc && rc != -FI_EAGAIN) {
 			FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
-			proto_req_fail(r, ncclSystemError);
+			proto_req_fail(r, fab_err_sys(rc));
 			atomic_fetch_add(&r->ncomplete, 1);
 			r->nposted = 1;
 		}
@@ -700,7 +680,7 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
 				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
-				recv_abandon(q);
+				recv_abandon(q, rc);
 			}
 		}
 	}
@@ -709,18 +689,20 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 		/* every rail of the comm, not only this request's: a CTS or a
 		 * handshake of a later request may wait on another rail, and NCCL
 		 * tests the oldest request first */
-		if (proto_comm_progress(r->comm) < 0)
-			return ncclSystemError;
+		int prc = proto_comm_progress(r->comm);
+		if (prc < 0)
+			return fab_err_sys(prc);
 		recv_skip_lazy_cts(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
 			 * provider may never complete the cancellations; the request then
 			 * stays in use (its operations may still be posted) and reports
 			 * the error, so NCCL's abort starts in bounded time. */
-			if (proto_comm_alive(r->comm)) {
+			int dead = proto_comm_alive(r->comm);
+			if (dead) {
 				FAB_WARN_LIMITED(NCCL_NET, "test: the peer of this connection is gone; "
 						 "reporting ncclRemoteError");
-				return ncclRemoteError;
+				return proto_gone_rc(dead);
 			}
 			if (r->kind == PROTO_REQ_RECV) {
 				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
@@ -728,10 +710,10 @@ ncclResult_t fab_net_test(void *request, int *done, int *sizes)
 				if (failed && fab_now_ns() - failed > PROTO_CTS_FAIL_GRACE_NS)
 					recv_cts_failed(q);
 			}
-			return ncclSuccess;
+			return 0;
 		}
 	}
-	ncclResult_t res = (ncclResult_t)atomic_load(&r->status);
+	int res = atomic_load(&r->status);
 	if (r->kind == PROTO_REQ_FLUSH) {
 		r->kind = PROTO_REQ_RECV; /* back to the receive pool's kind */
 	} else if (sizes) {
@@ -761,7 +743,7 @@ static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			fab_cq_error_text(c->ep, err, text, sizeof(text));
 			FAB_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
 		}
-		proto_req_fail(&q->h, ncclSystemError);
+		proto_req_fail(&q->h, fab_err_sys(-err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
@@ -791,19 +773,19 @@ static int flush_post(struct proto_recv_req *q)
  * orders it after the NIC's writes, so when it completes the data is in GPU
  * memory. Always returns a request (a NULL request would tell NCCL the flush
  * is done): a read the provider cannot take yet is posted again by test(). */
-static ncclResult_t flush_rma(struct proto_comm *c, struct fab_mr *mr, void *data,
-			      void **request)
+static int flush_rma(struct proto_comm *c, struct fab_mr *mr, void *data, void **request)
 {
 	struct fab_domain *dom = c->dev->dom;
 	fi_addr_t self;
-	if (fab_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self))
-		return ncclSystemError;
+	int rrc = fab_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self);
+	if (rrc)
+		return fab_err_sys(rrc);
 	struct proto_req *r = req_get(c);
 	if (!r) {
 		/* NCCL completes a receive before flushing it, so a slot is free */
 		FAB_WARN(NCCL_NET, "iflush: no free request on this connection (%d in flight)",
 			 PROTO_RECV_REQS);
-		return ncclInternalError;
+		return -FI_EOPBADSTATE;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 	req_reset(r, 1);
@@ -822,22 +804,22 @@ static ncclResult_t flush_rma(struct proto_comm *c, struct fab_mr *mr, void *dat
 		r->kind = PROTO_REQ_RECV;
 		req_put(r);
 		FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	}
 	if (rc)
 		(void)fab_ep_progress(c->ep);
 	*request = r;
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-			    void **request)
+int fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+		   void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
 		FAB_WARN(NCCL_NET, "iflush: %p is not a receive comm", recv_comm);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	/* Host memory needs no flush: the CPU sees what the provider wrote. One
 	 * flush covers every buffer of the receive (the NIC's writes are ordered
@@ -849,7 +831,7 @@ ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
 			last = i;
 	}
 	if (last < 0)
-		return ncclSuccess;
+		return 0;
 	switch ((enum fab_flush_method)c->dev->flush) {
 	case FAB_FLUSH_RMA_READ:
 		return flush_rma(c, mhandles[last], data[last], request);
@@ -857,15 +839,15 @@ ncclResult_t fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
 		int rc = fab_cuda_flush_gdr_writes();
 		if (rc) {
 			FAB_WARN(NCCL_NET, "iflush: cuFlushGPUDirectRDMAWrites failed (CUresult %d)", rc);
-			return ncclUnhandledCudaError;
+			return -FAB_ECUDA;
 		}
-		return ncclSuccess;
+		return 0;
 	}
 	case FAB_FLUSH_NONE:
 		break;
 	}
 	FAB_WARN(NCCL_NET, "iflush: GPU memory registered but no flush method chosen");
-	return ncclInternalError;
+	return -FI_EOPBADSTATE;
 }
 
 /* ---------------- registration ---------------- */
@@ -880,12 +862,12 @@ static struct proto_comm *data_comm(void *comm, const char *what)
 	return c;
 }
 
-ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+int fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	*mhandle = NULL;
 	struct proto_comm *c = data_comm(comm, "regMr");
 	if (!c)
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	enum fi_hmem_iface iface = FI_HMEM_SYSTEM;
 	int device = 0;
 	if (type == NCCL_PTR_CUDA) {
@@ -894,52 +876,53 @@ ncclResult_t fab_net_reg_mr(void *comm, void *data, size_t size, int type, void 
 				 "regMr: NCCL registered GPU memory on %s, but this device does not "
 				 "support it (ptrSupport 0x%x)",
 				 c->dev->props.name, c->dev->props.ptr_support);
-			return ncclInvalidArgument;
+			return -FI_EINVAL;
 		}
 		iface = FI_HMEM_CUDA;
 		device = fab_cuda_pointer_device(data);
 		if (device < 0) {
 			FAB_WARN(NCCL_NET, "regMr: %p is not GPU memory the CUDA driver knows", data);
-			return ncclInvalidArgument;
+			return -FI_EINVAL;
 		}
 	} else if (type != NCCL_PTR_HOST) {
 		FAB_WARN(NCCL_NET, "regMr: unknown memory type %d", type);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	struct fab_mr *mr;
 	int rc = fab_mr_get(c->dev->dom, data, size, iface, device, &mr);
 	if (rc)
-		return ncclSystemError;
+		return fab_err_sys(rc);
 	*mhandle = mr;
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
-				   uint64_t offset, int fd, void **mhandle)
+int fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+			  int fd, void **mhandle)
 {
 	*mhandle = NULL;
 	struct proto_comm *c = data_comm(comm, "regMrDmaBuf");
 	if (!c)
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	if (type != NCCL_PTR_CUDA || fd < 0 || !c->dev->dmabuf)
 		return fab_net_reg_mr(comm, data, size, type, mhandle);
 	int device = fab_cuda_pointer_device(data);
 	if (device < 0) {
 		FAB_WARN(NCCL_NET, "regMrDmaBuf: %p is not GPU memory the CUDA driver knows", data);
-		return ncclInvalidArgument;
+		return -FI_EINVAL;
 	}
 	/* NCCL closes fd right after this call: it is imported here, inside it. */
 	struct fab_mr *mr;
-	if (fab_mr_get_dmabuf(c->dev->dom, data, size, fd, offset, device, &mr))
-		return ncclSystemError;
+	int rc = fab_mr_get_dmabuf(c->dev->dom, data, size, fd, offset, device, &mr);
+	if (rc)
+		return fab_err_sys(rc);
 	*mhandle = mr;
-	return ncclSuccess;
+	return 0;
 }
 
-ncclResult_t fab_net_dereg_mr(void *comm, void *mhandle)
+int fab_net_dereg_mr(void *comm, void *mhandle)
 {
 	if (!mhandle)
-		return ncclSuccess;
+		return 0;
 	fab_mr_put(mhandle);
-	return ncclSuccess;
+	return 0;
 }

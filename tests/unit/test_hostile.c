@@ -96,9 +96,9 @@ static int connect_self(void *lcomm, const char *handle, void **sc, void **rc)
 	double end = now_s() + 30;
 	*sc = *rc = NULL;
 	while ((!*sc || !*rc) && now_s() < end) {
-		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != ncclSuccess)
+		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
 			return -1;
-		if (!*rc && fab_net_accept(lcomm, rc) != ncclSuccess)
+		if (!*rc && fab_net_accept(lcomm, rc) != 0)
 			return -1;
 	}
 	return *sc && *rc ? 0 : -1;
@@ -113,8 +113,8 @@ static int victim_stream(void *sc, void *rc)
 		sbuf[w] = malloc(cap);
 		rbuf[w] = malloc(cap);
 		if (!sbuf[w] || !rbuf[w] ||
-		    fab_net_reg_mr(sc, sbuf[w], cap, NCCL_PTR_HOST, &smr[w]) != ncclSuccess ||
-		    fab_net_reg_mr(rc, rbuf[w], cap, NCCL_PTR_HOST, &rmr[w]) != ncclSuccess)
+		    fab_net_reg_mr(sc, sbuf[w], cap, NCCL_PTR_HOST, &smr[w]) != 0 ||
+		    fab_net_reg_mr(rc, rbuf[w], cap, NCCL_PTR_HOST, &rmr[w]) != 0)
 			return fail("victim", "buffers");
 	}
 	void *sreq[WINDOW] = {0}, *rreq[WINDOW] = {0};
@@ -130,7 +130,7 @@ static int victim_stream(void *sc, void *rc)
 				size_t size = cap;
 				int tag = 0x2a;
 				memset(rbuf[w], 0xee, stream_size(rposted) + 1 < cap ? stream_size(rposted) + 1 : cap);
-				if (fab_net_irecv(rc, 1, &data, &size, &tag, &rmr[w], &rreq[w]) != ncclSuccess)
+				if (fab_net_irecv(rc, 1, &data, &size, &tag, &rmr[w], &rreq[w]) != 0)
 					return fail("victim", "irecv failed");
 				if (rreq[w])
 					rmsg[w] = rposted++;
@@ -139,7 +139,7 @@ static int victim_stream(void *sc, void *rc)
 				size_t n = stream_size(sposted);
 				for (size_t k = 0; k < n; k++)
 					sbuf[w][k] = stream_byte(sposted, k);
-				if (fab_net_isend(sc, sbuf[w], n, 0x2a, smr[w], &sreq[w]) != ncclSuccess)
+				if (fab_net_isend(sc, sbuf[w], n, 0x2a, smr[w], &sreq[w]) != 0)
 					return fail("victim", "isend failed");
 				if (sreq[w])
 					smsg[w] = sposted++;
@@ -148,7 +148,7 @@ static int victim_stream(void *sc, void *rc)
 		for (int w = 0; w < WINDOW; w++) {
 			int done = 0, size = -1;
 			if (sreq[w]) {
-				if (fab_net_test(sreq[w], &done, &size) != ncclSuccess)
+				if (fab_net_test(sreq[w], &done, &size) != 0)
 					return fail("victim", "a send failed");
 				if (done) {
 					if ((size_t)size != stream_size(smsg[w]))
@@ -160,7 +160,7 @@ static int victim_stream(void *sc, void *rc)
 			done = 0;
 			size = -1;
 			if (rreq[w]) {
-				if (fab_net_test(rreq[w], &done, &size) != ncclSuccess)
+				if (fab_net_test(rreq[w], &done, &size) != 0)
 					return fail("victim", "a receive failed");
 				if (done) {
 					int m = rmsg[w];
@@ -194,9 +194,9 @@ static int victim(int to_hostile, int from_hostile)
 {
 	void *ctx = NULL, *lcomm = NULL, *sc = NULL, *rc = NULL;
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	if (fab_net_init(&ctx, 0, 0, NULL) != ncclSuccess)
+	if (fab_net_init(&ctx, 0, 0, NULL) != 0)
 		return 77;
-	if (fab_net_listen(ctx, 0, handle, &lcomm) != ncclSuccess)
+	if (fab_net_listen(ctx, 0, handle, &lcomm) != 0)
 		return fail("victim", "listen failed");
 	if (connect_self(lcomm, handle, &sc, &rc))
 		return fail("victim", "the first connection failed");
@@ -383,8 +383,8 @@ static int hostile(int from_victim, int to_victim)
 	struct proto_handle h;
 	if (read(from_victim, &h, sizeof(h)) != (ssize_t)sizeof(h))
 		return fail("hostile", "no handle from the victim");
-	if (fab_net_init(&ctx, 0, 0, NULL) != ncclSuccess ||
-	    fab_net_listen(ctx, 0, mine, &lcomm) != ncclSuccess) /* opens our endpoint */
+	if (fab_net_init(&ctx, 0, 0, NULL) != 0 ||
+	    fab_net_listen(ctx, 0, mine, &lcomm) != 0) /* opens our endpoint */
 		return fail("hostile", "init");
 	struct fab_plugin *p = fab_plugin_get();
 	struct fab_device *dev = &p->devs[0];
