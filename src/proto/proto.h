@@ -2,11 +2,9 @@
  * proto.h - connections and requests over tagged messages and RMA writes.
  *
  * A comm is cheap: an id in the domain's id space, a sequence table, and a
- * fixed pool of requests (no allocation per operation). Each rail is an
- * endpoint with its own CQ, control receives and, where it pays, its own
- * progress thread. Messages and control travel on rail 0; a large message
- * into a buffer the receiver cut over the rails (proto_split) goes as one
- * chunk per rail, in parallel, so small messages never wait on other rails.
+ * fixed pool of requests (no allocation per operation). Its messages take the
+ * device's rails in turn (proto_seq_rail); each rail is an endpoint with its
+ * own CQ, control receives and, where it pays, its own progress thread.
  *
  * A message of at most eager_max bytes is sent at once. A larger one waits
  * for the receiver's clear-to-send (CTS), which carries the buffer's size and,
@@ -78,11 +76,9 @@ struct proto_comm {
 	enum proto_comm_kind kind;
 	struct fab_device *dev;
 	struct fab_ep *ep;         /* rail 0: the handshake and flushes */
-	int nrails;                /* rails its cut messages use */
+	int nrails;                /* rails its messages take in turn */
 	struct fab_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
-	atomic_int far_ops;        /* ... of them on rails other than rail 0 (progress reads those
-				    * rails only then) */
 	struct fab_obj reg;        /* id in the domain's id space (reg.id) */
 	struct fab_zombie zombie;
 	struct fab_freelist reqs;  /* free requests of this comm */
@@ -123,7 +119,6 @@ enum proto_send_how {
 	PROTO_SEND_TAGGED = 2, /* tagged, after the CTS (provider without RMA writes) */
 	PROTO_SEND_RMA = 3,    /* one RMA write into the announced buffer, with CQ data */
 	PROTO_SEND_ABORT = 4,  /* a stand-in: the receiver posted less than this */
-	PROTO_SEND_SPLIT = 5,  /* after the CTS, one chunk per rail (proto_split) */
 };
 
 struct proto_send_req {
@@ -131,14 +126,7 @@ struct proto_send_req {
 	enum proto_send_how how;
 	size_t size;
 	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
-	struct fab_op op;          /* the message, or its chunk 0 */
-	/* SPLIT: chunks 1.. on rails 1..; those -FI_EAGAIN left are posted by test() */
-	int nchunks, chunk_cursor;
-	uint64_t chunk;
-	const char *data;
-	struct fab_mr *mr;
-	uint64_t wire;
-	struct fab_op chunk_ops[PROTO_MAX_RAILS - 1];
+	struct fab_op op;
 };
 
 struct proto_recv_req {
@@ -149,19 +137,11 @@ struct proto_recv_req {
 	struct fab_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
+	uint8_t rail[PROTO_MAX_RECVS];
 	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
 	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
 	int cursor;                /* next buffer to post */
 	struct fab_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
-	/* A single buffer cut over the rails (proto_split): ops[0] takes chunk 0
-	 * on rail 0, chunk_ops the others on rails 1... A message that does not
-	 * fill chunk 0 is whole there: the other chunks' receives are cancelled
-	 * (chunks_void) and their cancellations complete them. */
-	int nchunks;               /* 1: not cut */
-	int chunk_cursor;          /* chunks posted */
-	uint64_t chunk;
-	atomic_bool chunks_void;
-	struct fab_op chunk_ops[PROTO_MAX_RAILS - 1];
 	/* a host buffer smaller than eager_max receives into a bounce buffer of
 	 * eager_max bytes: an eager message larger than it is then detected from
 	 * what arrived, and never truncated by the provider */
@@ -187,6 +167,7 @@ struct proto_send {
 	_Atomic enum proto_send_state state;
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
+	uint32_t rail_base;        /* from the ACCEPT: see proto_seq_rail */
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
 	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT (the ACCEPT pool fills it) */
@@ -222,6 +203,7 @@ struct proto_recv {
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	fi_addr_t src[PROTO_MAX_RAILS]; /* data receives' source: the peer (directed), or any */
 	uint32_t id;
+	uint32_t rail_base;        /* given in the ACCEPT: see proto_seq_rail */
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
 	struct fab_op ack_op;

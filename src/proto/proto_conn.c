@@ -174,11 +174,8 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 	case PROTO_SEND: {
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		cancel_op(c, &s->out_op);
-		for (int i = 0; i < PROTO_SEND_REQS; i++) {
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
 			cancel_op(c, &s->reqs[i].op);
-			for (int k = 0; k < PROTO_MAX_RAILS - 1; k++)
-				cancel_op(c, &s->reqs[i].chunk_ops[k]);
-		}
 		break;
 	}
 	case PROTO_RECV: {
@@ -187,8 +184,6 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		for (int i = 0; i < PROTO_RECV_REQS; i++) {
 			for (int k = 0; k < PROTO_MAX_RECVS; k++)
 				cancel_op(c, &r->reqs[i].ops[k]);
-			for (int k = 0; k < PROTO_MAX_RAILS - 1; k++)
-				cancel_op(c, &r->reqs[i].chunk_ops[k]);
 			cancel_op(c, &r->reqs[i].cts_op);
 		}
 		break;
@@ -238,8 +233,6 @@ static int comm_user_ops(struct proto_comm *c)
 			if (s->reqs[i].abort_size)
 				continue; /* stand-ins carry plugin memory */
 			n += atomic_load(&s->reqs[i].op.posted);
-			for (int k = 0; k < PROTO_MAX_RAILS - 1; k++)
-				n += atomic_load(&s->reqs[i].chunk_ops[k].posted);
 		}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
@@ -248,10 +241,6 @@ static int comm_user_ops(struct proto_comm *c)
 			uint64_t sunk = atomic_load(&r->reqs[i].sunk);
 			for (int k = 0; k < per; k++)
 				n += atomic_load(&r->reqs[i].ops[k].posted) && !(sunk >> k & 1);
-			/* (chunk k's sink bit: PROTO_MAX_RECVS + k, recv_chunk_done) */
-			for (int k = 1; k < PROTO_MAX_RAILS; k++)
-				n += atomic_load(&r->reqs[i].chunk_ops[k - 1].posted) &&
-				     !(sunk >> (PROTO_MAX_RECVS + k) & 1);
 		}
 	}
 	return n;
@@ -931,7 +920,7 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
 		if (se && proto_seq_behind(se->seq, e.seq, mask))
 			continue; /* sent eagerly before this CTS arrived */
-		if (!proto_cts_entry_valid(&e, s->c.nrails)) {
+		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
 			atomic_fetch_add(&ep->dropped, 1);
 			FAB_WARN_LIMITED(NCCL_NET,
 					 "connection to %s: dropped a CTS entry with flags 0x%x, size %llu",
@@ -1115,6 +1104,8 @@ static int send_advance(struct proto_send *s)
 		}
 		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
+		/* (the listener's base is below its rails; we may use fewer) */
+		s->rail_base = s->in.rail_base;
 		s->c.peer_text = s->peer_text;
 		s->c.ping_peer = s->peer[0];
 		s->c.ping_id = s->remote_id;
@@ -1238,6 +1229,9 @@ static int recv_post_ack(struct proto_recv *r)
 	return 0;
 }
 
+/* The rail each accepted connection starts on, in turn (proto_seq_rail). */
+static atomic_uint accept_rail_turn;
+
 int fab_net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
@@ -1311,6 +1305,9 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 		r->ack.nonce = req.nonce;
 		r->ack.prov_hash = dev->prov_hash;
 		r->ack.nrails = (uint8_t)r->c.nrails;
+		r->rail_base = atomic_fetch_add_explicit(&accept_rail_turn, 1, memory_order_relaxed) %
+			       (uint32_t)r->c.nrails;
+		r->ack.rail_base = (uint8_t)r->rail_base;
 		for (int i = 0; i < r->c.nrails; i++) {
 			r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
 			memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);
@@ -1383,10 +1380,7 @@ static void recv_free_list_init(struct proto_recv *r)
 int proto_comm_progress(struct proto_comm *c)
 {
 	int total = 0;
-	/* rails other than rail 0 carry only cut messages' chunks: read them
-	 * while this comm has some there (their threads read them too) */
-	int nrails = atomic_load_explicit(&c->far_ops, memory_order_relaxed) ? c->nrails : 1;
-	for (int i = 0; i < nrails; i++) {
+	for (int i = 0; i < c->nrails; i++) {
 		int n = fab_ep_progress(c->rails[i]);
 		if (n < 0)
 			return n;

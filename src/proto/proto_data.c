@@ -2,27 +2,23 @@
  * proto_data.c - the data path: isend, irecv, test, iflush, and memory
  * registration. No allocation and no CUDA call happens here per operation.
  *
- * A send, top-down: isend takes the message's sequence number for its tag. A
- * message of at most eager_max bytes is posted at once as a tagged send on
- * rail 0 (the receive may not exist yet: the provider matches it later). A
- * larger one needs the receiver's CTS for that sequence number: until it
- * arrives isend returns no request and NCCL retries. With the CTS in hand the
- * message goes as one RMA write into the announced buffer, its CQ data
- * naming the buffer and the size (proto_rma_landed); or, where the receiver
- * cut the buffer over the rails and the message fills the first chunk, as
- * one tagged send per rail, in parallel (chunk k on rail k); or as one
- * tagged send on rail 0 that fits the posted receive. A message larger than
- * the posted receive is never handed to the provider: a stand-in with the
- * abort bit fails the receive on both sides.
+ * A send, top-down: isend takes the message's sequence number for its tag,
+ * which also names its rail. A message of at most eager_max bytes is posted
+ * at once as a tagged send (the receive may not exist yet: the provider
+ * matches it later). A larger one needs the receiver's CTS for that sequence
+ * number: until it arrives isend returns no request and NCCL retries. With
+ * the CTS in hand the message goes as one RMA write into the announced
+ * buffer, its CQ data naming the buffer and the size (proto_rma_landed), or,
+ * without RMA, as one tagged send that fits the posted receive. A message
+ * larger than the posted receive is never handed to the provider: a stand-in
+ * with the abort bit fails the receive on both sides.
  *
- * A receive posts a tagged receive per buffer on rail 0 (a single large
- * buffer: one per chunk, proto_split) and one CTS; the CTS of a receive whose
- * buffers all take any eager message is lazy (sent only if it still waits
- * after PROTO_LAZY_CTS_NS, else skipped). What completes a buffer: the tagged
- * receive (eager or tagged sends, stand-ins; a message that does not fill a
- * cut buffer's chunk 0 is whole, and the other chunks' receives are
- * cancelled), every chunk's receive, or the RMA write's CQ data, after which
- * its tagged receive is cancelled and that cancellation completes it.
+ * A receive posts a tagged receive per buffer on the buffer's rail and one
+ * CTS; the CTS of a receive whose buffers all take any eager message is lazy
+ * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What
+ * completes a buffer: the tagged receive (eager or tagged sends, stand-ins),
+ * or the RMA write's CQ data, after which its tagged receive is cancelled and
+ * that cancellation completes it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -63,8 +59,6 @@ static void op_finish(struct proto_comm *c, struct fab_op *op)
 {
 	atomic_store_explicit(&c->last_ns, fab_coarse_ns(), memory_order_relaxed);
 	fab_ep_bulk_end(op);
-	if (op->ep != c->rails[0])
-		atomic_fetch_sub_explicit(&c->far_ops, 1, memory_order_relaxed);
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
@@ -78,10 +72,7 @@ static void recv_abandon(struct proto_recv_req *q, int rc)
 	struct proto_req *r = &q->h;
 	proto_req_fail(r, fab_err_sys(rc));
 	atomic_store(&q->cts_lazy, 0);
-	int missing = (q->nchunks > 1 ? (q->cursor < r->n ? q->nchunks - q->chunk_cursor : 0) :
-					r->n - q->cursor) +
-		      (q->cts_sent ? 0 : 1);
-	q->chunk_cursor = q->nchunks;
+	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
 	for (int k = q->cursor; k < r->n; k++) {
 		fab_buf_put(r->comm->dev->dom, q->bounce[k]);
 		q->bounce[k] = NULL;
@@ -132,7 +123,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 	fab_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
-	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA || q->how == PROTO_SEND_SPLIT)
+	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA)
 		fab_ep_bulk_begin(op);
 	ssize_t rc;
 	switch (q->how) {
@@ -149,8 +140,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 				  wire | c->dev->layout.abort_bit, &op->ctx);
 		break;
 	default:
-		rc = fab_ep_tsend(op->ep, data, q->how == PROTO_SEND_SPLIT ? q->chunk : q->size, desc,
-				  s->peer[rail], wire, &op->ctx);
+		rc = fab_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
 		break;
 	}
 	if (rc) {
@@ -160,48 +150,6 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		atomic_fetch_sub(&c->pending, 1);
 	}
 	return rc;
-}
-
-/* Posts the chunks of a cut message after chunk 0, each on its rail (chunk k
- * on rail k). Those the provider cannot take yet (-FI_EAGAIN) wait for the
- * next test(). Chunks past the message's end go empty: the receiver counts
- * one completion per chunk. Returns 0, -FI_EAGAIN or an error. */
-static int send_post_chunks(struct proto_send *s, struct proto_send_req *q)
-{
-	struct proto_comm *c = &s->c;
-	for (; q->chunk_cursor < q->nchunks; q->chunk_cursor++) {
-		int k = q->chunk_cursor;
-		struct fab_op *op = &q->chunk_ops[k - 1];
-		uint64_t off = (uint64_t)k * q->chunk;
-		uint64_t len = off >= q->size ? 0 : q->size - off < q->chunk ? q->size - off : q->chunk;
-		op->ep = c->rails[k];
-		atomic_store(&op->posted, 1);
-		atomic_fetch_add(&c->pending, 1);
-		atomic_fetch_add(&c->far_ops, 1);
-		fab_op_hold(op, q->mr);
-		fab_ep_bulk_begin(op);
-		ssize_t rc = fab_ep_tsend(op->ep, len ? q->data + off : NULL, len,
-					  q->mr ? q->mr->desc : NULL, s->peer[k], q->wire, &op->ctx);
-		if (rc) {
-			fab_ep_bulk_end(op);
-			fab_op_release(op);
-			atomic_store(&op->posted, 0);
-			atomic_fetch_sub(&c->far_ops, 1);
-			atomic_fetch_sub(&c->pending, 1);
-			return (int)rc;
-		}
-	}
-	return 0;
-}
-
-/* A cut message whose remaining chunks can never be posted: the send fails,
- * and the chunks not posted count as complete so test() reports it. */
-static void send_abandon_chunks(struct proto_send_req *q, int rc)
-{
-	proto_req_fail(&q->h, fab_err_sys(rc));
-	int missing = q->nchunks - q->chunk_cursor;
-	q->chunk_cursor = q->nchunks;
-	atomic_fetch_add(&q->h.ncomplete, missing);
 }
 
 int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -249,7 +197,8 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 		}
 		pthread_mutex_unlock(&s->cts_lock);
 		/* The receiver has not announced this message's buffer yet: NCCL
-		 * retries. */
+		 * retries. Its CTS travels on the rail of its receive's first buffer,
+		 * which may be another rail than this message's. */
 		if (attempt || proto_comm_progress(c) < 0) {
 			int dead = proto_comm_alive(c);
 			if (dead) {
@@ -261,7 +210,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 			return 0;
 		}
 	}
-	int rail = 0; /* every message, or chunk 0 of a cut one */
+	int rail = proto_seq_rail(s->rail_base, seq, c->nrails);
 	struct proto_req *r = req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
@@ -279,34 +228,8 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 			q->how = PROTO_SEND_EAGER;
 		else if ((cts.flags & PROTO_CTS_RMA) && dev->dom->rma_write && size <= UINT32_MAX)
 			q->how = PROTO_SEND_RMA;
-		else if ((cts.flags & PROTO_CTS_SPLIT) && size >= cts.chunk)
-			q->how = PROTO_SEND_SPLIT; /* fills chunk 0: the receiver waits for every chunk */
 		else
-			q->how = PROTO_SEND_TAGGED; /* (into a cut buffer: whole, in chunk 0) */
-		q->nchunks = 1;
-		q->chunk_cursor = 1;
-		if (q->how == PROTO_SEND_SPLIT) {
-			if (cts.slot > (uint32_t)c->nrails) {
-				/* (checked on arrival against the rails offered; fewer were agreed) */
-				FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: the receiver cut its buffer "
-					 "into %u chunks, more than the %d rails of the connection; "
-					 "the connection cannot go on", size, s->peer_text, cts.slot,
-					 c->nrails);
-				req_put(r);
-				return -FI_EIO;
-			}
-			q->nchunks = (int)cts.slot;
-			q->chunk = cts.chunk;
-			q->data = data;
-			q->mr = mr;
-			q->wire = proto_tag_data(lay, s->remote_id, seq, tag);
-			r->nops = q->nchunks;
-			for (int k = 1; k < q->nchunks; k++) {
-				q->chunk_ops[k - 1].complete = send_done;
-				q->chunk_ops[k - 1].owner = q;
-				q->chunk_ops[k - 1].index = k;
-			}
-		}
+			q->how = PROTO_SEND_TAGGED;
 		if (q->how == PROTO_SEND_ABORT) {
 			/* Never hand the provider a message larger than the receive:
 			 * providers break the connection or hang on it. */
@@ -339,38 +262,16 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 			 fab_strerror((int)rc));
 		return fab_err_sys((int)rc);
 	}
-	if (q->nchunks > 1) {
-		int crc = send_post_chunks(s, q);
-		if (crc && crc != -FI_EAGAIN) {
-			FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: fi_tsend of chunk %d failed: %s",
-				 size, s->peer_text, q->chunk_cursor, fab_strerror(crc));
-			send_abandon_chunks(q, crc);
-		}
-	}
 	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
-	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s (%s)", size, tag, seq,
-		  s->peer_text,
+	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
+		  s->peer_text, rail,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
-		  q->how == PROTO_SEND_TAGGED ? "after CTS" :
-		  q->how == PROTO_SEND_SPLIT ? "in chunks over the rails" : "stand-in");
+		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
 	*request = r;
 	return 0;
 }
 
 /* ---------------- receive ---------------- */
-
-/* Chunk 0 of a cut buffer held the whole message, a stand-in or an error:
- * its other chunks will get nothing, and their cancellations complete them.
- * (Chunks not posted yet are counted done by recv_post_chunks.) */
-static void recv_void_chunks(struct proto_recv_req *q)
-{
-	atomic_store(&q->chunks_void, true);
-	for (int k = 1; k < q->nchunks; k++) {
-		struct fab_op *op = &q->chunk_ops[k - 1];
-		if (atomic_load(&op->posted))
-			fab_ep_cancel(op->ep, &op->ctx);
-	}
-}
 
 static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
@@ -380,7 +281,6 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	int i = op->index;
 	struct fab_buf *bounce = q->bounce[i];
-	bool whole = true; /* a cut buffer's other chunks get nothing */
 	q->bounce[i] = NULL;
 	fab_op_release(op); /* the provider is done with NCCL's buffer */
 	if (e)
@@ -412,9 +312,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		/* (a closed comm's buffers may be freed: nothing is copied there) */
 		if (bounce && e->len && c->magic == PROTO_COMM_MAGIC)
 			memcpy(q->data[i], bounce->mem, e->len);
-		/* (a cut buffer's chunks add up there) */
-		atomic_fetch_add(&q->got[i], e->len);
-		whole = q->nchunks == 1 || e->len < q->chunk;
+		atomic_store(&q->got[i], e->len);
 	} else if (err->err == FI_ECANCELED && (atomic_load(&q->rma_done) & (1u << i))) {
 		/* the RMA write filled this buffer; this was its tagged receive */
 	} else {
@@ -422,7 +320,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			/* closing: the sender may still send this one; let it drain */
 			fab_buf_put(c->dev->dom, bounce);
 			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
-					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[0],
+					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[q->rail[i]],
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
 				atomic_fetch_or(&q->sunk, 1ULL << i);
@@ -446,49 +344,6 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		proto_req_fail(&q->h, fab_err_cq(err->err));
 	}
 	fab_buf_put(c->dev->dom, bounce);
-	if (q->nchunks > 1 && whole)
-		recv_void_chunks(q);
-	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	op_finish(c, op);
-}
-
-/* Chunks 1.. of a cut buffer (chunk 0 is recv_done's). */
-static void recv_chunk_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
-			    const struct fi_cq_err_entry *err)
-{
-	struct proto_recv_req *q = op->owner;
-	struct proto_comm *c = q->h.comm;
-	struct proto_recv *r = container_of(c, struct proto_recv, c);
-	int k = op->index;
-	fab_op_release(op);
-	if (e && !atomic_load(&q->chunks_void)) {
-		atomic_fetch_add(&q->got[0], e->len);
-	} else if (e) {
-		/* a chunk of a message that came whole: not from this plugin's sender */
-		FAB_WARN(NCCL_NET, "receive from %s: chunk %d of a buffer arrived after the whole "
-			 "message (NCCL tag %d); failing the receive", r->peer_text, k, q->tags[0]);
-		proto_req_fail(&q->h, -FI_EIO);
-	} else if (err->err == FI_ECANCELED && atomic_load(&q->chunks_void)) {
-		/* chunk 0 held the whole message: nothing came here */
-	} else {
-		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink) {
-			/* closing: the sender may still send this chunk; let it drain */
-			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
-					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[k],
-					      q->wire[0], c->dev->layout.abort_bit, &op->ctx);
-			if (rc == 0) {
-				atomic_fetch_or(&q->sunk, 1ULL << (PROTO_MAX_RECVS + k));
-				return; /* still posted: pending unchanged */
-			}
-		}
-		if (err->err != FI_ECANCELED || (c->magic == PROTO_COMM_MAGIC && !atomic_load(&c->dead))) {
-			char what[96];
-			snprintf(what, sizeof(what), "receive of chunk %d (up to %llu bytes) from", k,
-				 (unsigned long long)q->chunk);
-			cq_warn(op, err, what, r->peer_text);
-		}
-		proto_req_fail(&q->h, fab_err_cq(err->err));
-	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
 }
@@ -576,53 +431,9 @@ static void recv_cts_failed(struct proto_recv_req *q)
 	proto_comm_unlock_rails(c);
 }
 
-/* The chunks of a cut buffer not posted yet, chunk k on rail k. Once chunk 0
- * turned out to hold the whole message (chunks_void), the rest are not
- * posted but count as done, and one posted meanwhile is cancelled. Returns 0
+/* Posts what is not posted yet: each buffer's tagged receive on its rail,
+ * then the CTS (on the first buffer's rail) that announces them. Returns 0
  * (all posted), -FI_EAGAIN, or an error. */
-static int recv_post_chunks(struct proto_recv_req *q)
-{
-	struct proto_comm *c = q->h.comm;
-	struct proto_recv *r = container_of(c, struct proto_recv, c);
-	struct fab_mr *mr = q->mr[0];
-	for (; q->chunk_cursor < q->nchunks; q->chunk_cursor++) {
-		int k = q->chunk_cursor;
-		if (k && atomic_load(&q->chunks_void)) {
-			atomic_fetch_add(&q->h.ncomplete, q->nchunks - k);
-			q->chunk_cursor = q->nchunks;
-			break;
-		}
-		struct fab_op *op = k ? &q->chunk_ops[k - 1] : &q->ops[0];
-		uint64_t off = (uint64_t)k * q->chunk;
-		uint64_t len = k < q->nchunks - 1 ? q->chunk : q->posted[0] - off;
-		op->ep = c->rails[k];
-		atomic_store(&op->posted, 1);
-		atomic_fetch_add(&c->pending, 1);
-		if (k)
-			atomic_fetch_add(&c->far_ops, 1);
-		fab_op_hold(op, mr);
-		fab_ep_bulk_begin(op);
-		ssize_t rc = fab_ep_trecv(op->ep, (char *)q->data[0] + off, len, mr ? mr->desc : NULL,
-					  r->src[k], q->wire[0], c->dev->layout.abort_bit, &op->ctx);
-		if (rc) {
-			fab_ep_bulk_end(op);
-			fab_op_release(op);
-			atomic_store(&op->posted, 0);
-			if (k)
-				atomic_fetch_sub(&c->far_ops, 1);
-			atomic_fetch_sub(&c->pending, 1);
-			return (int)rc;
-		}
-		q->h.nposted++;
-		if (k && atomic_load(&q->chunks_void))
-			fab_ep_cancel(op->ep, &op->ctx);
-	}
-	return 0;
-}
-
-/* Posts what is not posted yet: each buffer's tagged receive (or chunks),
- * then the CTS that announces them. Returns 0 (all posted), -FI_EAGAIN, or
- * an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
@@ -630,21 +441,15 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	uint64_t ignore = c->dev->layout.abort_bit;
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
-		if (q->nchunks > 1) {
-			int rc = recv_post_chunks(q);
-			if (rc)
-				return rc;
-			continue;
-		}
 		struct fab_op *op = &q->ops[i];
-		op->ep = c->rails[0];
+		op->ep = c->rails[q->rail[i]];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		struct fab_buf *b = q->bounce[i];
 		struct fab_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
-		fi_addr_t src = r->src[0];
+		fi_addr_t src = r->src[q->rail[i]];
 		fab_op_hold(op, b ? NULL : mr);
 		if (q->posted[i] > c->dev->eager_max)
 			fab_ep_bulk_begin(op); /* a large message may come */
@@ -669,7 +474,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 			    !atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0))
 				return 0;
 		}
-		int rail = 0;
+		int rail = q->rail[0];
 		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
@@ -723,9 +528,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	uint32_t index = (uint32_t)(q - rc_->reqs);
 	bool rma = dev->dom->rma_write;
 	req_reset(r, n);
-	q->nchunks = 1;
-	q->chunk_cursor = 0;
-	atomic_store(&q->chunks_void, false);
+	r->nops = n + 1; /* a receive per buffer, and the CTS */
 	q->cts_sent = false;
 	q->cts_due_ns = 0;
 	atomic_store(&q->cts_lazy, 0);
@@ -760,6 +563,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
+		q->rail[i] = (uint8_t)proto_seq_rail(rc_->rail_base, seq, c->nrails);
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = fab_buf_get(dev->dom);
@@ -782,24 +586,6 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 					   (uint64_t)((uintptr_t)data[i] - mr->start);
 			ce->slot = index << 3 | (uint32_t)i;
 			atomic_fetch_or(&q->rma_expect, 1u << i);
-		} else if (n == 1 && c->nrails > 1 && !c->rails[0]->serialize && !q->bounce[i]) {
-			/* a large message can come over every rail at once; the cut
-			 * rails' receives go to the callbacks of other CQs, which the
-			 * shm quirk's lock order forbids (serialize) */
-			uint64_t chunk = 0;
-			int k = proto_split(sizes[i], c->nrails, dev->eager_max, &chunk);
-			if (k > 1) {
-				q->nchunks = k;
-				q->chunk = chunk;
-				ce->flags = PROTO_CTS_SPLIT;
-				ce->chunk = chunk;
-				ce->slot = (uint32_t)k;
-				for (int j = 1; j < k; j++) {
-					q->chunk_ops[j - 1].complete = recv_chunk_done;
-					q->chunk_ops[j - 1].owner = q;
-					q->chunk_ops[j - 1].index = j;
-				}
-			}
 		}
 		struct fab_op *op = &q->ops[i];
 		op->complete = recv_done;
@@ -809,7 +595,6 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	/* Every buffer takes any eager message whole (its own size, or a bounce
 	 * buffer that shows an oversized one): the sender needs this CTS only
 	 * for a message above the eager limit, which is an error. Sent late. */
-	r->nops = n + 1 + (q->nchunks - 1); /* a receive per buffer (or chunk), and the CTS */
 	bool lazy = dev->eager_max > 0;
 	for (int i = 0; i < n; i++)
 		lazy &= sizes[i] <= dev->eager_max && (q->bounce[i] || sizes[i] == dev->eager_max);
@@ -839,9 +624,9 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		recv_abandon(q, prc);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
-	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes%s, %d chunk(s))", n,
-		  rc_->peer_text, tags[0], sizes[0],
-		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "", q->nchunks);
+	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
+		  rc_->peer_text, tags[0], sizes[0], q->rail[0],
+		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
 	return 0;
 }
@@ -881,16 +666,6 @@ int fab_net_test(void *request, int *done, int *sizes)
 			proto_req_fail(r, fab_err_sys(rc));
 			atomic_fetch_add(&r->ncomplete, 1);
 			r->nposted = 1;
-		}
-	} else if (r->kind == PROTO_REQ_SEND) {
-		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
-		if (q->chunk_cursor < q->nchunks) {
-			int rc = send_post_chunks(container_of(r->comm, struct proto_send, c), q);
-			if (rc && rc != -FI_EAGAIN) {
-				FAB_WARN(NCCL_NET, "test: posting chunk %d of a send failed: %s",
-					 q->chunk_cursor, fab_strerror(rc));
-				send_abandon_chunks(q, rc);
-			}
 		}
 	} else if (r->kind == PROTO_REQ_RECV) {
 		/* Every receive of the comm that could not post everything yet, not

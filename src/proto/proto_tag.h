@@ -116,30 +116,14 @@ static inline bool proto_seq_behind(uint32_t next, uint32_t seq, uint32_t mask)
 	return d <= (mask >> 1);
 }
 
-/* Smallest piece of a cut message: below it a rail's fixed costs (a post,
- * a completion, a thread's wake-up) outweigh the parallel copy. */
-#define PROTO_SPLIT_CHUNK_MIN (64u * 1024u)
-
-/* How a receive buffer of size bytes is cut over nrails rails: chunk c, of
- * *chunk bytes (the last one may be shorter), travels on rail c. Returns the
- * number of chunks, 1 when the buffer is not cut. A chunk is larger than
- * eager_max: an eager message always fits chunk 0, so a message that fills
- * chunk 0 is a cut one (proto_data.c). Chunks are page multiples. Pure: the
- * receiver decides and announces the cut in its CTS. */
-static inline int proto_split(uint64_t size, int nrails, uint64_t eager_max, uint64_t *chunk)
+/* The rail a message travels on: both sides derive it from the rail the
+ * receiver gave the connection at accept (base, in turn for each new one)
+ * and the message's sequence number. Whole messages of one connection spread
+ * over every rail, and connections that move in step (NCCL's channels of one
+ * collective) use different rails at each step. */
+static inline int proto_seq_rail(uint32_t base, uint32_t seq, int nrails)
 {
-	if (nrails < 2)
-		return 1;
-	uint64_t min = eager_max + 1 > PROTO_SPLIT_CHUNK_MIN ? eager_max + 1 : PROTO_SPLIT_CHUNK_MIN;
-	uint64_t c = (size + (uint64_t)nrails - 1) / (uint64_t)nrails;
-	if (c < min)
-		c = min;
-	c = (c + 4095u) & ~(uint64_t)4095u;
-	uint64_t n = (size + c - 1) / c;
-	if (n < 2)
-		return 1;
-	*chunk = c;
-	return (int)n;
+	return nrails > 1 ? (int)((base + seq) % (uint32_t)nrails) : 0;
 }
 
 struct proto_seq_entry {

@@ -98,6 +98,10 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		snprintf(why, why_len, "%u rails out of range", m->nrails);
 		return -1;
 	}
+	if (m->rail_base >= m->nrails) {
+		snprintf(why, why_len, "first rail %u of %u rails out of range", m->rail_base, m->nrails);
+		return -1;
+	}
 	for (unsigned i = 0; i < m->nrails; i++) {
 		if (m->alen[i] == 0 || m->alen[i] > FAB_ADDR_MAX) {
 			snprintf(why, why_len, "address length %u of rail %u out of range", m->alen[i], i);
@@ -105,19 +109,6 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		}
 	}
 	return 0;
-}
-
-bool proto_cts_entry_valid(const struct proto_cts_entry *e, int nrails)
-{
-	if ((e->flags & ~(PROTO_CTS_RMA | PROTO_CTS_SPLIT)) || e->size > NCCL_MAX_NET_SIZE_BYTES)
-		return false;
-	if (!(e->flags & PROTO_CTS_SPLIT))
-		return true;
-	if ((e->flags & PROTO_CTS_RMA) || e->slot < 2 || e->slot > (uint32_t)nrails ||
-	    e->chunk == 0 || e->chunk >= e->size)
-		return false;
-	/* (chunk < size < 2^41 and slot <= 8: no overflow) */
-	return e->chunk * (e->slot - 1) < e->size && e->chunk * e->slot >= e->size;
 }
 
 const char *proto_reject_text(uint32_t reason)

@@ -12,7 +12,6 @@
 #ifndef FAB_PROTO_WIRE_H
 #define FAB_PROTO_WIRE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,7 +21,7 @@
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
 #define PROTO_VERSION 5 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
-                          * 5: large messages cut over the rails, the rest on rail 0 */
+                          * 5: a message's rail counts from its connection's id */
 
 struct proto_handle {
 	uint32_t magic;
@@ -62,7 +61,8 @@ struct proto_msg {
 	uint8_t version;
 	uint8_t type;
 	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..8) */
-	uint8_t reserved;
+	uint8_t rail_base;  /* ACCEPT: where the connection's messages start on the rails
+			     * (proto_seq_rail); below nrails */
 	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
 	uint32_t reason;    /* REJECT: enum proto_reject_reason */
 	uint8_t alen[PROTO_MAX_RAILS]; /* length of each rail's address */
@@ -80,24 +80,17 @@ _Static_assert(sizeof(struct proto_msg) == 768, "control message layout");
 /* Clear to send: what a receive posted, one per irecv. A sender with a
  * message above the eager limit waits for it, so it never hands the provider
  * a message larger than the buffer waiting for it; with PROTO_CTS_RMA it
- * writes the message straight into the announced buffer; with PROTO_CTS_SPLIT
- * the buffer waits cut over the rails (proto_split), and a message that fills
- * its first chunk goes in chunks, one per rail, in parallel. Smaller messages
- * go at once, and their CTS is dropped as stale when it arrives. */
+ * writes the message straight into the announced buffer. Smaller messages go
+ * at once, and their CTS is dropped as stale when it arrives. */
 #define PROTO_CTS_MAX 8
-#define PROTO_CTS_RMA 1u   /* addr, key and slot are valid: write there */
-#define PROTO_CTS_SPLIT 2u /* chunk and slot (the number of chunks) are valid */
+#define PROTO_CTS_RMA 1u /* addr, key and slot are valid: write there */
 struct proto_cts_entry {
 	int32_t tag;     /* NCCL tag */
 	uint32_t seq;    /* per-tag sequence number, masked to the tag layout */
 	uint64_t size;   /* bytes posted */
-	union {
-		uint64_t addr;  /* RMA: target address (virtual or offset, per FI_MR_VIRT_ADDR) */
-		uint64_t chunk; /* SPLIT: bytes of each chunk but the last */
-	};
+	uint64_t addr;   /* RMA: target address (virtual or offset, per FI_MR_VIRT_ADDR) */
 	uint64_t key;    /* RMA: the buffer's registration key */
-	uint32_t slot;   /* RMA: request << 3 | buffer, echoed in the write's CQ data;
-			  * SPLIT: the number of chunks */
+	uint32_t slot;   /* RMA: request << 3 | buffer, echoed in the write's CQ data */
 	uint32_t flags;  /* PROTO_CTS_* */
 };
 struct proto_cts {
@@ -151,10 +144,6 @@ int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t wh
 void proto_msg_seal(struct proto_msg *m, uint64_t route);
 /* 0 when the message is well-formed; else -1 with the reason. */
 int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why_len);
-/* A CTS entry from the peer is used only if it makes sense for a connection
- * of nrails rails: known flags, a size NCCL can post, and a cut (SPLIT) of at
- * most nrails chunks that covers the buffer, the last chunk not empty. */
-bool proto_cts_entry_valid(const struct proto_cts_entry *e, int nrails);
 const char *proto_reject_text(uint32_t reason);
 
 #endif

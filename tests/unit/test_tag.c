@@ -336,46 +336,19 @@ static int test_seq_behind(void)
 	for (uint32_t seq = 0; seq <= mask; seq++)
 		behind += proto_seq_behind(70000, seq, mask);
 	CHECK_EQ(behind, 32768);
-	return 0;
-}
-
-static int test_split(void)
-{
-	uint64_t chunk = 0;
-	/* one rail, or a buffer too small for two chunks: not cut */
-	CHECK_EQ(proto_split(1 << 30, 1, 65536, &chunk), 1);
-	CHECK_EQ(proto_split(65536, 4, 0, &chunk), 1);
-	CHECK_EQ(proto_split(69632, 4, 65536, &chunk), 1); /* chunks must exceed the eager limit */
-	CHECK(chunk == 0);
-	/* NCCL's simple-protocol buffer over 4 rails: four equal chunks */
-	CHECK_EQ(proto_split(524288, 4, 65536, &chunk), 4);
-	CHECK(chunk == 131072);
-	/* NCCL's p2p buffer of 128 KiB: two, the first above the eager limit */
-	CHECK_EQ(proto_split(131072, 4, 65536, &chunk), 2);
-	CHECK(chunk == 69632);
-	/* the chunks cover the buffer, none is empty, each exceeds the eager limit */
-	static const uint64_t sizes[] = { 131073, 200000, 524287, 1 << 20, 4194305, 1ULL << 31 };
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		for (int rails = 2; rails <= 8; rails++) {
-			for (uint64_t eager = 0; eager <= 65536; eager += 16384) {
-				chunk = 0;
-				int n = proto_split(sizes[i], rails, eager, &chunk);
-				if (n == 1)
-					continue;
-				CHECK(n <= rails);
-				CHECK(chunk > eager && chunk >= PROTO_SPLIT_CHUNK_MIN);
-				CHECK(chunk % 4096 == 0);
-				CHECK(chunk * (uint64_t)(n - 1) < sizes[i]);
-				CHECK(chunk * (uint64_t)n >= sizes[i]);
-			}
-		}
-	}
+	/* rails: both sides derive the same rail; one rail is always 0 */
+	CHECK_EQ(proto_seq_rail(5, 7, 1), 0);
+	CHECK_EQ(proto_seq_rail(0, 7, 4), 3);
+	CHECK_EQ(proto_seq_rail(0, 8, 4), 0);
+	/* connections in step are on different rails */
+	CHECK_EQ(proto_seq_rail(1, 8, 4), 1);
+	CHECK_EQ(proto_seq_rail(2, 8, 4), 2);
+	CHECK_EQ(proto_seq_rail(0xffffffffu, 1, 4), 0);
 	return 0;
 }
 
 static const struct unit_test tests[] = {
-	TEST_ENTRY(test_seq_behind, "stale CTS window across the seq wrap"),
-	TEST_ENTRY(test_split, "a buffer's cut over the rails covers it, chunks above the eager limit"),
+	TEST_ENTRY(test_seq_behind, "stale CTS window across the seq wrap; rail of a message"),
 	TEST_ENTRY(test_layout_init_bounds, "layout init rejects < 48 bits, accepts 48..64, clamps > 64"),
 	TEST_ENTRY(test_layout_documented, "field widths are the documented wide and narrow ones"),
 	TEST_ENTRY(test_fields_disjoint, "fields do not overlap, cover the bits, ctrl is the top bit"),

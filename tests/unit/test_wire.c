@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/proto_tag.h"
 #include "proto/proto_wire.h"
 #include "unit.h"
 #include "util/util.h"
@@ -323,6 +322,16 @@ static int test_msg_bad(void)
 		CHECK_STR_CONTAINS(why, "rails out of range");
 	}
 
+	/* the first rail of a connection's messages must be one of its rails */
+	good_msg(&m, PROTO_MSG_ACCEPT);
+	m.nrails = 2;
+	m.rail_base = 2;
+	proto_msg_seal(&m, 0x8000000000000001ULL);
+	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
+	CHECK_STR_CONTAINS(why, "first rail 2 of 2 rails out of range");
+	m.rail_base = 1;
+	proto_msg_seal(&m, 0x8000000000000001ULL);
+	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	/* a rail beyond nrails may hold anything: it is not used */
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.alen[5] = 0xff;
@@ -412,49 +421,7 @@ static int test_imm(void)
 	return 0;
 }
 
-static int test_cts_entry(void)
-{
-	struct proto_cts_entry e;
-	memset(&e, 0, sizeof(e));
-	e.size = 1 << 20;
-	CHECK(proto_cts_entry_valid(&e, 1));
-	e.flags = PROTO_CTS_RMA;
-	CHECK(proto_cts_entry_valid(&e, 1));
-	e.flags = 4; /* unknown */
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	e.flags = 0;
-	e.size = NCCL_MAX_NET_SIZE_BYTES + 1;
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	/* a cut: what proto_split gives is valid on enough rails */
-	e.size = 524288;
-	e.flags = PROTO_CTS_SPLIT;
-	uint64_t chunk = 0;
-	e.slot = (uint32_t)proto_split(e.size, 4, 65536, &chunk);
-	e.chunk = chunk;
-	CHECK_EQ(e.slot, 4);
-	CHECK(proto_cts_entry_valid(&e, 4));
-	CHECK(!proto_cts_entry_valid(&e, 3)); /* more chunks than rails */
-	e.slot = 1;
-	CHECK(!proto_cts_entry_valid(&e, 4)); /* one chunk is no cut */
-	e.slot = 3; /* 3 x 128 KiB do not cover 512 KiB */
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	e.slot = 4;
-	e.chunk = 0;
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	e.chunk = 524288; /* the last chunk would be empty */
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	e.chunk = 180224; /* 4 chunks where 3 cover it: the last empty */
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	e.chunk = UINT64_MAX;
-	CHECK(!proto_cts_entry_valid(&e, 8));
-	e.chunk = 131072;
-	e.flags = PROTO_CTS_SPLIT | PROTO_CTS_RMA; /* one or the other */
-	CHECK(!proto_cts_entry_valid(&e, 4));
-	return 0;
-}
-
 static const struct unit_test tests[] = {
-	TEST_ENTRY(test_cts_entry, "CTS entries: flags, size, a cut's chunks cover the buffer"),
 	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot and size"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
 	TEST_ENTRY(test_layout, "handle is 128 bytes, message 768, route first, checksum last"),
