@@ -11,6 +11,7 @@
 
 #include "core/plugin.h"
 #include "unit.h"
+#include "unit_pair.h"
 
 static void *lcomm, *sc, *rc;
 
@@ -83,28 +84,15 @@ static const struct unit_test tests[] = {
 
 int main(int argc, char **argv)
 {
-	void *ctx = NULL;
-	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	if (fab_net_init(&ctx, 0, 0, NULL) != 0) {
-		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
-		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
-		return 77;
+	struct unit_pair p;
+	int ret = unit_pair_open(&p);
+	if (ret == 0) {
+		lcomm = p.lcomm;
+		sc = p.sc;
+		rc = p.rc;
+		ret = unit_main(tests, argc, argv);
 	}
-	if (fab_net_listen(ctx, 0, handle, &lcomm) != 0)
-		return 1;
-	double end = unit_now_s() + 30;
-	while ((!sc || !rc) && unit_now_s() < end) {
-		if (!sc && fab_net_connect(NULL, 0, 0, handle, &sc) != 0)
-			return 1;
-		if (!rc && fab_net_accept(lcomm, &rc) != 0)
-			return 1;
-	}
-	if (!sc || !rc)
-		return 1;
-	int ret = unit_main(tests, argc, argv);
-	fab_net_close_send(sc);
-	fab_net_close_recv(rc);
-	fab_net_close_listen(lcomm);
-	fab_net_finalize(ctx);
+	if (ret != 77)
+		unit_pair_close(&p);
 	return ret;
 }

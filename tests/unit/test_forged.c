@@ -17,16 +17,11 @@
 #include "log/log.h"
 #include "proto/proto_wire.h"
 #include "unit.h"
+#include "unit_pair.h"
 
 static void *lcomm;
 static char good[NCCL_NET_HANDLE_MAXSIZE];
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Re-seals the good handle with other address bytes. */
 static void forge(char *out, const void *addr, size_t len)
@@ -154,13 +149,8 @@ static int test_fuzz_bulk(void)
 static int test_good_after(void)
 {
 	void *sc = NULL, *rc = NULL;
-	double end = now() + 30;
-	while ((!sc || !rc) && now() < end) {
-		if (!sc && fab_net_connect(NULL, 0, 0, good, &sc) != 0)
-			break;
-		if (!rc && fab_net_accept(lcomm, &rc) != 0)
-			break;
-	}
+	(void)unit_pair_connect(lcomm, good, &sc, &rc, 30);
+	double end = unit_now_s() + 30;
 	CHECK(sc != NULL);
 	CHECK(rc != NULL);
 	if (sc && rc) {
@@ -174,7 +164,7 @@ static int test_good_after(void)
 		int tag = 7;
 		CHECK_EQ(fab_net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), 0);
 		int sdone = 0, rdone = 0, sizes[1] = {0};
-		while ((!sreq || !sdone || !rdone) && now() < end) {
+		while ((!sreq || !sdone || !rdone) && unit_now_s() < end) {
 			if (!sreq)
 				CHECK_EQ(fab_net_isend(sc, out, sizeof(out), 7, smr, &sreq), 0);
 			if (sreq && !sdone)

@@ -1,0 +1,43 @@
+#include "unit_pair.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/plugin.h"
+#include "unit.h"
+
+int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, double timeout_s)
+{
+	double end = unit_now_s() + timeout_s;
+	while ((!*sc || !*rc) && unit_now_s() < end) {
+		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
+			return 1;
+		if (!*rc && fab_net_accept(lcomm, rc) != 0)
+			return 1;
+	}
+	return *sc && *rc ? 0 : 1;
+}
+
+int unit_pair_open(struct unit_pair *p)
+{
+	*p = (struct unit_pair){ 0 };
+	if (fab_net_init(&p->ctx, 0, 0, NULL) != 0) {
+		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
+		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
+		return 77;
+	}
+	if (fab_net_listen(p->ctx, 0, p->handle, &p->lcomm) != 0)
+		return 1;
+	return unit_pair_connect(p->lcomm, p->handle, &p->sc, &p->rc, 30);
+}
+
+void unit_pair_close(struct unit_pair *p)
+{
+	if (p->sc)
+		fab_net_close_send(p->sc);
+	if (p->rc)
+		fab_net_close_recv(p->rc);
+	if (p->lcomm)
+		fab_net_close_listen(p->lcomm);
+	fab_net_finalize(p->ctx);
+}

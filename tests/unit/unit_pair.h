@@ -1,0 +1,25 @@
+/*
+ * unit_pair.h - the plugin connected to itself, for unit-runner tests of its
+ * own code that need a provider (fabric_provider_test in CMakeLists.txt):
+ * init, a listen comm on device 0, and one send/receive pair over it, made by
+ * calling connect and accept in turn on one thread as NCCL's service thread
+ * would.
+ */
+#ifndef FAB_UNIT_PAIR_H
+#define FAB_UNIT_PAIR_H
+
+#include "abi/nccl_net_abi.h"
+
+struct unit_pair {
+	void *ctx, *lcomm, *sc, *rc;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+};
+
+/* 0, 77 (skip: no usable provider, said on stdout) or 1. */
+int unit_pair_open(struct unit_pair *p);
+/* Connects sc to the listener of handle and accepts rc on lcomm, in turn,
+ * for up to timeout_s; 0 when both exist. */
+int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, double timeout_s);
+void unit_pair_close(struct unit_pair *p);
+
+#endif
