@@ -48,9 +48,10 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "0: auto (1: more rails raise large-message bandwidth but cost small messages; see "  \
 	  "nccl-fabric-info).")                                                               \
 	X(PROGRESS_THREADS, FAB_CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
-	  "One thread per rail reads its completions, so rails move data in parallel and "     \
-	  "closed connections drain while NCCL is idle. auto: on when there are several "      \
-	  "rails. Costs up to a CPU core per busy rail (idle threads back off).")              \
+	  "One thread per rail reads its completions while the rail moves large messages, so " \
+	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \
+	  "while NCCL is idle). auto: on when there are several rails. Costs up to a CPU "     \
+	  "core per busy rail.")                                                               \
 	X(EAGER_MAX, FAB_CFG_INT, "-1", -1, 1048576, NULL,                                     \
 	  "Largest message, in bytes, sent at once without waiting for the receiver's "        \
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \

@@ -818,12 +818,12 @@ size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, ch
 void fab_policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
 		      struct fab_rails_choice *out)
 {
-	/* One rail unless asked. Measured on an H200 host (16 CPUs, 2 ranks as
-	 * hosts over loopback, native tcp): with rails sharing one domain, 4
-	 * rails were slower at every size (native tcp serialises a domain under
-	 * one lock); with a domain per rail (fab_domain.split), 2-4 rails raise
-	 * large-message busbw by 20-45 % but cost all_reduce 8 B 28-37 us
-	 * against 22 (bench/results/issue9-split-rails-gpu.csv): the latency
+	/* One rail unless asked. Measured on an H200 host (16 CPUs, ranks as
+	 * hosts over loopback, native tcp, a domain per rail, busy threads only
+	 * while a rail moves large messages): 4 rails raise 2-rank all_reduce
+	 * 512 MiB from 2.88 to 3.70 GB/s and sendrecv from 1.97 to 2.75, but
+	 * cost all_reduce 8 B 27.6 us against 21.1 and lose sendrecv at 8 ranks
+	 * (1.05 against 1.57; bench/results/issue9-third-gpu.csv): the latency
 	 * targets win the default. */
 	(void)prov;
 	if (cfg_rails > 0) {
