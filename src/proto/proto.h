@@ -2,9 +2,11 @@
  * proto.h - connections and requests over tagged messages and RMA writes.
  *
  * A comm is cheap: an id in the domain's id space, a sequence table, and a
- * fixed pool of requests (no allocation per operation). Its messages take the
- * device's rails in turn (proto_seq_rail); each rail is an endpoint with its
- * own CQ, control receives and, where it pays, its own progress thread.
+ * fixed pool of requests (no allocation per operation). Its messages, CTS and
+ * pings take one of the device's rails, its home, which the receiver gives
+ * each connection in turn at accept: connections spread over the rails, and
+ * a connection's test() reads one CQ. Each rail is an endpoint with its own
+ * CQ, control receives and, where it pays, its own progress thread.
  *
  * A message of at most eager_max bytes is sent at once. A larger one waits
  * for the receiver's clear-to-send (CTS), which carries the buffer's size and,
@@ -76,7 +78,8 @@ struct proto_comm {
 	enum proto_comm_kind kind;
 	struct fab_device *dev;
 	struct fab_ep *ep;         /* rail 0: the handshake and flushes */
-	int nrails;                /* rails its messages take in turn */
+	int nrails;                /* rails of the device it agreed with its peer */
+	int home;                  /* the rail its messages, CTS and pings take (ACCEPT.rail) */
 	struct fab_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
 	struct fab_obj reg;        /* id in the domain's id space (reg.id) */
@@ -95,7 +98,9 @@ struct proto_comm {
 	atomic_int dead;           /* the FI_* error that showed the peer is gone, or 0 */
 	atomic_bool dead_handled;  /* its operations were failed and cancelled */
 	const char *peer_text;     /* for messages (the kind's own buffer) */
-	fi_addr_t ping_peer;
+	fi_addr_t ping_peer;       /* the peer's home rail */
+	fi_addr_t peer_rail0;      /* the peer's rail 0 on ours: the process, for the silent mark */
+	struct fab_ep *ping_ep;    /* our home rail (rail 0 until the handshake is done) */
 	uint32_t ping_id;          /* the peer object's id, in the ping's tag */
 };
 
@@ -167,7 +172,6 @@ struct proto_send {
 	_Atomic enum proto_send_state state;
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	uint32_t remote_id;        /* the receiving connection's id: goes in every data tag */
-	uint32_t rail_base;        /* from the ACCEPT: see proto_seq_rail */
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
 	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT (the ACCEPT pool fills it) */
@@ -203,7 +207,6 @@ struct proto_recv {
 	fi_addr_t peer[PROTO_MAX_RAILS];
 	fi_addr_t src[PROTO_MAX_RAILS]; /* data receives' source: the peer (directed), or any */
 	uint32_t id;
-	uint32_t rail_base;        /* given in the ACCEPT: see proto_seq_rail */
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
 	struct fab_op ack_op;
@@ -257,8 +260,10 @@ static inline void proto_req_fail(struct proto_req *r, int rc)
 void proto_comm_lock_rails(struct proto_comm *c);
 void proto_comm_unlock_rails(struct proto_comm *c);
 
-/* Progresses every rail of the comm; negative on a CQ failure. */
+/* Progresses the comm's home rail (the data path); negative on a CQ failure. */
 int proto_comm_progress(struct proto_comm *c);
+/* ... and every other rail of it, rail 0's handshake and flushes included. */
+int proto_comm_progress_all(struct proto_comm *c);
 
 /* Releases a comm whose pending count is zero, or turns it into a zombie. */
 void proto_comm_retire(struct proto_comm *c);

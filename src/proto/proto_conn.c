@@ -79,6 +79,8 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : listen_fini;
 	c->dev = dev;
 	c->ep = dom->eps[0];
+	c->ping_ep = c->ep;
+	c->home = 0;
 	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
 	for (int i = 0; i < c->nrails; i++)
 		c->rails[i] = dom->eps[i];
@@ -258,7 +260,7 @@ static void send_wait_taken(struct proto_send *s)
 	uint64_t start = fab_now_ns(), last_ping = 0;
 	/* a peer that let an earlier close wait in vain is not waited for again:
 	 * a job whose peer exited without a word closes each comm at once */
-	if (fab_ep_peer_silent(c->ep, c->ping_peer))
+	if (fab_ep_peer_silent(c->ep, c->peer_rail0))
 		return;
 	while (c->ping_id && !atomic_load(&c->dead) && !atomic_load(&s->peer_closed) &&
 	       (int32_t)(atomic_load(&s->sent) - atomic_load(&s->acked)) > 0) {
@@ -269,7 +271,7 @@ static void send_wait_taken(struct proto_send *s)
 				 s->peer_text, atomic_load(&s->acked), atomic_load(&s->sent),
 				 (int)(PROTO_CLOSE_ACK_NS / 1000000000ULL));
 			if (!atomic_load(&s->answered))
-				fab_ep_peer_set_silent(c->ep, c->ping_peer, true);
+				fab_ep_peer_set_silent(c->ep, c->peer_rail0, true);
 			return;
 		}
 		if (!atomic_load(&c->ping_op.posted) && now - last_ping >= PROTO_CLOSE_PING_NS) {
@@ -278,7 +280,7 @@ static void send_wait_taken(struct proto_send *s)
 			if (rc && rc != -FI_EAGAIN)
 				return;
 		}
-		if (proto_comm_progress(c) <= 0)
+		if (proto_comm_progress_all(c) <= 0)
 			sched_yield();
 	}
 }
@@ -311,7 +313,7 @@ void proto_comm_retire(struct proto_comm *c)
 	uint64_t deadline = fab_now_ns() + PROTO_CLOSE_WAIT_NS;
 	int busy;
 	while ((busy = comm_user_ops(c)) > 0 && fab_now_ns() < deadline) {
-		if (proto_comm_progress(c) <= 0)
+		if (proto_comm_progress_all(c) <= 0)
 			sched_yield();
 	}
 	if (busy > 0)
@@ -444,14 +446,15 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
 				    .taken = taken, .secret = c->secret };
 	op_will_post(c, op);
-	ssize_t rc = fab_ep_send(c->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
+	op->ep = c->ping_ep; /* (the home rail, where the comm's test() reads) */
+	ssize_t rc = fab_ep_send(c->ping_ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
 	if (rc)
 		op_not_posted(c, op);
 	return rc;
 }
 
 /* A ping or pong for the object `id` of this domain, from the CTS pool of
- * rail 0 (CQ lock held). Checked like every control message: the addressee
+ * its home rail (CQ lock held). Checked like every control message: the addressee
  * must be a connection whose peer is from_id, and the secret its own. */
 static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_t id)
 {
@@ -479,7 +482,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 		/* how many of our messages the receiver took: only ever forward */
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		if (!atomic_exchange(&s->answered, true))
-			fab_ep_peer_set_silent(c->ep, c->ping_peer, false); /* it answers again */
+			fab_ep_peer_set_silent(c->ep, c->peer_rail0, false); /* it answers again */
 		uint32_t acked = atomic_load(&s->acked);
 		if ((int32_t)(m->taken - acked) > 0)
 			atomic_store(&s->acked, m->taken);
@@ -1105,9 +1108,11 @@ static int send_advance(struct proto_send *s)
 		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
 		/* (the listener's base is below its rails; we may use fewer) */
-		s->rail_base = s->in.rail_base;
+		s->c.home = s->in.rail % nrails; /* (below the listener's rails: checked) */
 		s->c.peer_text = s->peer_text;
-		s->c.ping_peer = s->peer[0];
+		s->c.ping_peer = s->peer[s->c.home];
+		s->c.peer_rail0 = s->peer[0];
+		s->c.ping_ep = s->c.rails[s->c.home];
 		s->c.ping_id = s->remote_id;
 		atomic_store(&s->c.last_ns, fab_coarse_ns());
 		atomic_store(&s->state, PROTO_READY);
@@ -1229,7 +1234,7 @@ static int recv_post_ack(struct proto_recv *r)
 	return 0;
 }
 
-/* The rail each accepted connection starts on, in turn (proto_seq_rail). */
+/* The home rail of each accepted connection, in turn. */
 static atomic_uint accept_rail_turn;
 
 int fab_net_accept(void *listen_comm, void **recv_comm)
@@ -1305,9 +1310,9 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 		r->ack.nonce = req.nonce;
 		r->ack.prov_hash = dev->prov_hash;
 		r->ack.nrails = (uint8_t)r->c.nrails;
-		r->rail_base = atomic_fetch_add_explicit(&accept_rail_turn, 1, memory_order_relaxed) %
-			       (uint32_t)r->c.nrails;
-		r->ack.rail_base = (uint8_t)r->rail_base;
+		r->c.home = (int)(atomic_fetch_add_explicit(&accept_rail_turn, 1, memory_order_relaxed) %
+				  (uint32_t)r->c.nrails);
+		r->ack.rail = (uint8_t)r->c.home;
 		for (int i = 0; i < r->c.nrails; i++) {
 			r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
 			memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);
@@ -1332,7 +1337,9 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 	}
 	l->wait_start_ns = 0;
 	r->c.peer_text = r->peer_text;
-	r->c.ping_peer = r->peer[0];
+	r->c.ping_peer = r->peer[r->c.home];
+	r->c.peer_rail0 = r->peer[0];
+	r->c.ping_ep = r->c.rails[r->c.home];
 	r->c.ping_id = r->reply_id;
 	atomic_store(&r->c.last_ns, fab_coarse_ns());
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
@@ -1378,6 +1385,11 @@ static void recv_free_list_init(struct proto_recv *r)
 }
 
 int proto_comm_progress(struct proto_comm *c)
+{
+	return fab_ep_progress(c->rails[c->home]);
+}
+
+int proto_comm_progress_all(struct proto_comm *c)
 {
 	int total = 0;
 	for (int i = 0; i < c->nrails; i++) {

@@ -210,7 +210,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 			return 0;
 		}
 	}
-	int rail = proto_seq_rail(s->rail_base, seq, c->nrails);
+	int rail = c->home;
 	struct proto_req *r = req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
@@ -563,7 +563,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
-		q->rail[i] = (uint8_t)proto_seq_rail(rc_->rail_base, seq, c->nrails);
+		q->rail[i] = (uint8_t)c->home;
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = fab_buf_get(dev->dom);
@@ -686,10 +686,10 @@ int fab_net_test(void *request, int *done, int *sizes)
 	}
 	recv_skip_lazy_cts(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		/* every rail of the comm, not only this request's: a CTS or a
-		 * handshake of a later request may wait on another rail, and NCCL
-		 * tests the oldest request first */
-		int prc = proto_comm_progress(r->comm);
+		/* the comm's home rail carries its messages, CTS and pings; a
+		 * flush reads on rail 0 */
+		int prc = r->kind == PROTO_REQ_FLUSH ? fab_ep_progress(r->comm->ep) :
+						       proto_comm_progress(r->comm);
 		if (prc < 0)
 			return fab_err_sys(prc);
 		recv_skip_lazy_cts(r);

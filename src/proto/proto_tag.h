@@ -116,16 +116,6 @@ static inline bool proto_seq_behind(uint32_t next, uint32_t seq, uint32_t mask)
 	return d <= (mask >> 1);
 }
 
-/* The rail a message travels on: both sides derive it from the rail the
- * receiver gave the connection at accept (base, in turn for each new one)
- * and the message's sequence number. Whole messages of one connection spread
- * over every rail, and connections that move in step (NCCL's channels of one
- * collective) use different rails at each step. */
-static inline int proto_seq_rail(uint32_t base, uint32_t seq, int nrails)
-{
-	return nrails > 1 ? (int)((base + seq) % (uint32_t)nrails) : 0;
-}
-
 struct proto_seq_entry {
 	uint32_t tag; /* folded */
 	uint32_t seq;

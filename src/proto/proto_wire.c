@@ -98,8 +98,8 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		snprintf(why, why_len, "%u rails out of range", m->nrails);
 		return -1;
 	}
-	if (m->rail_base >= m->nrails) {
-		snprintf(why, why_len, "first rail %u of %u rails out of range", m->rail_base, m->nrails);
+	if (m->rail >= m->nrails) {
+		snprintf(why, why_len, "rail %u of %u rails out of range", m->rail, m->nrails);
 		return -1;
 	}
 	for (unsigned i = 0; i < m->nrails; i++) {

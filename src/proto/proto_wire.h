@@ -21,7 +21,7 @@
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
 #define PROTO_VERSION 5 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
-                          * 5: a message's rail counts from its connection's id */
+                          * 5: a connection's messages take the one rail its ACCEPT names */
 
 struct proto_handle {
 	uint32_t magic;
@@ -61,8 +61,7 @@ struct proto_msg {
 	uint8_t version;
 	uint8_t type;
 	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..8) */
-	uint8_t rail_base;  /* ACCEPT: where the connection's messages start on the rails
-			     * (proto_seq_rail); below nrails */
+	uint8_t rail;       /* ACCEPT: the rail the connection's messages take; below nrails */
 	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
 	uint32_t reason;    /* REJECT: enum proto_reject_reason */
 	uint8_t alen[PROTO_MAX_RAILS]; /* length of each rail's address */

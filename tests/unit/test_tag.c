@@ -336,19 +336,11 @@ static int test_seq_behind(void)
 	for (uint32_t seq = 0; seq <= mask; seq++)
 		behind += proto_seq_behind(70000, seq, mask);
 	CHECK_EQ(behind, 32768);
-	/* rails: both sides derive the same rail; one rail is always 0 */
-	CHECK_EQ(proto_seq_rail(5, 7, 1), 0);
-	CHECK_EQ(proto_seq_rail(0, 7, 4), 3);
-	CHECK_EQ(proto_seq_rail(0, 8, 4), 0);
-	/* connections in step are on different rails */
-	CHECK_EQ(proto_seq_rail(1, 8, 4), 1);
-	CHECK_EQ(proto_seq_rail(2, 8, 4), 2);
-	CHECK_EQ(proto_seq_rail(0xffffffffu, 1, 4), 0);
 	return 0;
 }
 
 static const struct unit_test tests[] = {
-	TEST_ENTRY(test_seq_behind, "stale CTS window across the seq wrap; rail of a message"),
+	TEST_ENTRY(test_seq_behind, "stale CTS window across the seq wrap"),
 	TEST_ENTRY(test_layout_init_bounds, "layout init rejects < 48 bits, accepts 48..64, clamps > 64"),
 	TEST_ENTRY(test_layout_documented, "field widths are the documented wide and narrow ones"),
 	TEST_ENTRY(test_fields_disjoint, "fields do not overlap, cover the bits, ctrl is the top bit"),

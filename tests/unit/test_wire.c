@@ -322,14 +322,14 @@ static int test_msg_bad(void)
 		CHECK_STR_CONTAINS(why, "rails out of range");
 	}
 
-	/* the first rail of a connection's messages must be one of its rails */
+	/* the rail of a connection's messages must be one of its rails */
 	good_msg(&m, PROTO_MSG_ACCEPT);
 	m.nrails = 2;
-	m.rail_base = 2;
+	m.rail = 2;
 	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "first rail 2 of 2 rails out of range");
-	m.rail_base = 1;
+	CHECK_STR_CONTAINS(why, "rail 2 of 2 rails out of range");
+	m.rail = 1;
 	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	/* a rail beyond nrails may hold anything: it is not used */
