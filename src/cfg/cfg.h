@@ -43,10 +43,10 @@ enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
 	X(RAILS, FAB_CFG_INT, "0", 0, 8, NULL,                                                 \
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
-	  "completion queue and control path, and a connection's messages take them in turn " \
-	  "(whole messages; a stream provider such as tcp gives each rail its own stream). "   \
-	  "0: auto (1: more rails raise large-message bandwidth but cost small messages; see "  \
-	  "nccl-fabric-info).")                                                               \
+	  "completion queue and control path. The receiver gives each connection a home "     \
+	  "rail, in turn, which all its messages take (a stream provider such as tcp gives "  \
+	  "each rail its own stream). 0: auto (1: more rails pay where each process has CPUs " \
+	  "to spare; see nccl-fabric-info).")                                                  \
 	X(PROGRESS_THREADS, FAB_CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions while the rail moves large messages, so " \
 	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \

@@ -75,7 +75,7 @@ struct fab_device {
 	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
 	bool progress_threads;
-	char rails_reason[128];
+	char rails_reason[FAB_REASON_LEN];
 	char eager_reason[96];
 	pthread_mutex_t open_lock;
 	struct fab_domain *dom;       /* NULL until first use */

@@ -819,20 +819,22 @@ void fab_policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mo
 		      struct fab_rails_choice *out)
 {
 	/* One rail unless asked. Measured on an H200 host (16 CPUs, ranks as
-	 * hosts over loopback, native tcp, a domain per rail, busy threads only
-	 * while a rail moves large messages): 4 rails raise 2-rank all_reduce
-	 * 512 MiB from 2.88 to 3.70 GB/s and sendrecv from 1.97 to 2.75, but
-	 * cost all_reduce 8 B 27.6 us against 21.1 and lose sendrecv at 8 ranks
-	 * (1.05 against 1.57; bench/results/issue9-third-gpu.csv): the latency
-	 * targets win the default. */
+	 * hosts over loopback, native tcp, a domain and a home rail per
+	 * connection, busy threads only while a rail moves large messages): 4
+	 * rails raise 2-rank all_reduce 512 MiB from 2.65 to 3.5-3.7 GB/s at no
+	 * cost to small messages, but with 8 ranks on the 16 CPUs all_reduce
+	 * 8 B takes 91 us against 70 and sendrecv 512 MiB 1.12 GB/s against
+	 * 1.52 (bench/results/issue9-home-rail-gpu.csv). How many ranks share
+	 * the host is not ours to see: the default is what never loses. */
 	(void)prov;
 	if (cfg_rails > 0) {
 		out->rails = cfg_rails;
 		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
 	} else {
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs: more rails trade small-"
-			 "message latency for bandwidth)", ncpus);
+		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs; more rails raise large-"
+			 "message bandwidth where each process has CPUs to spare, and cost when "
+			 "ranks share them)", ncpus);
 	}
 	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);
 	size_t n = strlen(out->reason);

@@ -188,7 +188,7 @@ const char *fab_policy_verdict_name(enum fab_hmem_verdict v);
 struct fab_rails_choice {
 	int rails;
 	bool threads;
-	char reason[128];
+	char reason[FAB_REASON_LEN];
 };
 /* cfg_rails: NCCL_FABRIC_RAILS (0: auto); threads_mode: NCCL_FABRIC_PROGRESS_THREADS
  * (0 auto, 1 on, 2 off). */
