@@ -2,10 +2,10 @@
  * proto_data.c - the data path: isend, irecv, test, iflush, and memory
  * registration. No allocation and no CUDA call happens here per operation.
  *
- * A send, top-down: isend takes the message's sequence number for its tag,
- * which also names its rail. A message of at most eager_max bytes is posted
- * at once as a tagged send (the receive may not exist yet: the provider
- * matches it later). A larger one needs the receiver's CTS for that sequence
+ * A send, top-down: isend takes the message's sequence number for its tag;
+ * every message of a connection takes its home rail. A message of at most
+ * eager_max bytes is posted at once as a tagged send (the receive may not
+ * exist yet: the provider matches it later). A larger one needs the receiver's CTS for that sequence
  * number: until it arrives isend returns no request and NCCL retries. With
  * the CTS in hand the message goes as one RMA write into the announced
  * buffer, its CQ data naming the buffer and the size (proto_rma_landed), or,
@@ -13,7 +13,7 @@
  * larger than the posted receive is never handed to the provider: a stand-in
  * with the abort bit fails the receive on both sides.
  *
- * A receive posts a tagged receive per buffer on the buffer's rail and one
+ * A receive posts a tagged receive per buffer on the home rail and one
  * CTS; the CTS of a receive whose buffers all take any eager message is lazy
  * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What
  * completes a buffer: the tagged receive (eager or tagged sends, stand-ins),
@@ -197,8 +197,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 		}
 		pthread_mutex_unlock(&s->cts_lock);
 		/* The receiver has not announced this message's buffer yet: NCCL
-		 * retries. Its CTS travels on the rail of its receive's first buffer,
-		 * which may be another rail than this message's. */
+		 * retries. */
 		if (attempt || proto_comm_progress(c) < 0) {
 			int dead = proto_comm_alive(c);
 			if (dead) {
@@ -431,8 +430,8 @@ static void recv_cts_failed(struct proto_recv_req *q)
 	proto_comm_unlock_rails(c);
 }
 
-/* Posts what is not posted yet: each buffer's tagged receive on its rail,
- * then the CTS (on the first buffer's rail) that announces them. Returns 0
+/* Posts what is not posted yet: each buffer's tagged receive, then the CTS
+ * that announces them, on the comm's home rail. Returns 0
  * (all posted), -FI_EAGAIN, or an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
