@@ -90,7 +90,8 @@ def series_key(r, multi_mode, multi_n):
 
 
 def print_table(rows, metric, out=sys.stdout):
-    """Per path and collective, the metric at 1M, 16M, 64M, 1G (nearest size not above)."""
+    """Per path and collective, the metric at 1M, 16M, 64M, 1G: at the column's size, or
+    the largest size below it within a factor 4 (sweeps by 4 from 8 B step past them)."""
     multi_mode = len({r["mode"] for r in rows}) > 1
     multi_n = len({r["nranks"] for r in rows}) > 1
     groups = {}
@@ -103,12 +104,13 @@ def print_table(rows, metric, out=sys.stdout):
         by_size = {r["bytes"]: r for r in rs}
         cells = []
         for s in TABLE_SIZES:
-            fit = [b for b in by_size if b <= s and b * 2 > s]  # sizes off a power of two (3 ranks)
+            fit = [b for b in by_size if b <= s and b * 4 > s]  # off a power of two: 3 ranks, sweeps by 4
             cells.append(f"{by_size[max(fit)][metric]:9.2f}" if fit else f"{'-':>9}")
         errs = sum(r["errors"] for r in rs)
         print(f"{label:<28} {coll:<15}" + "".join(cells) + f"{errs:8d}", file=out)
     unit = "µs" if metric == "time_us" else "GB/s"
-    print(f"({metric} in {unit} at the largest size <= the column's; errors summed over all sizes)", file=out)
+    print(f"({metric} in {unit} at the largest size <= the column's, within a factor 4; "
+          "errors summed over all sizes)", file=out)
 
 
 def plot(rows, out_png, metric, title):
