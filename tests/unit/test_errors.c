@@ -128,15 +128,6 @@ static const struct unit_test tests[] = {
 
 int main(int argc, char **argv)
 {
-	struct unit_pair p;
-	int ret = unit_pair_open(&p);
-	if (ret == 0) {
-		lcomm = p.lcomm;
-		sc = p.sc;
-		rc = p.rc;
-		ret = unit_main(tests, argc, argv);
-	}
-	if (ret != 77)
-		unit_pair_close(&p);
-	return ret;
+	return unit_pair_run(tests, (int)(sizeof(tests) / sizeof(tests[0])), argc, argv, &lcomm, &sc,
+			     &rc);
 }

@@ -31,6 +31,23 @@ int unit_pair_open(struct unit_pair *p)
 	return unit_pair_connect(p->lcomm, p->handle, &p->sc, &p->rc, 30);
 }
 
+int unit_pair_run(const struct unit_test *tests, int n, int argc, char **argv, void **lcomm,
+		  void **sc, void **rc)
+{
+	struct unit_pair p;
+	int ret = unit_pair_open(&p);
+	if (ret == 77)
+		return ret;
+	if (ret == 0) {
+		*lcomm = p.lcomm;
+		*sc = p.sc;
+		*rc = p.rc;
+		ret = unit_run(tests, n, argc, argv);
+	}
+	unit_pair_close(&p);
+	return ret;
+}
+
 void unit_pair_close(struct unit_pair *p)
 {
 	if (p->sc)

@@ -9,6 +9,7 @@
 #define FAB_UNIT_PAIR_H
 
 #include "abi/nccl_net_abi.h"
+#include "unit.h"
 
 struct unit_pair {
 	void *ctx, *lcomm, *sc, *rc;
@@ -21,5 +22,10 @@ int unit_pair_open(struct unit_pair *p);
  * for up to timeout_s; 0 when both exist. */
 int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, double timeout_s);
 void unit_pair_close(struct unit_pair *p);
+/* A test program's main: opens the pair, hands its comms to the tests
+ * (lcomm, sc, rc), runs them and closes it. The exit status of unit_run, or
+ * unit_pair_open's. */
+int unit_pair_run(const struct unit_test *tests, int n, int argc, char **argv, void **lcomm,
+		  void **sc, void **rc);
 
 #endif
