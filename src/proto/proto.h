@@ -100,7 +100,6 @@ struct proto_comm {
 	const char *peer_text;     /* for messages (the kind's own buffer) */
 	fi_addr_t ping_peer;       /* the peer's home rail */
 	fi_addr_t peer_rail0;      /* the peer's rail 0 on ours: the process, for the silent mark */
-	struct fab_ep *ping_ep;    /* our home rail (rail 0 until the handshake is done) */
 	uint32_t ping_id;          /* the peer object's id, in the ping's tag */
 };
 
@@ -142,7 +141,6 @@ struct proto_recv_req {
 	struct fab_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
-	uint8_t rail[PROTO_MAX_RECVS];
 	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
 	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
 	int cursor;                /* next buffer to post */

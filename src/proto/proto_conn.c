@@ -79,7 +79,6 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : listen_fini;
 	c->dev = dev;
 	c->ep = dom->eps[0];
-	c->ping_ep = c->ep;
 	c->home = 0;
 	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
 	for (int i = 0; i < c->nrails; i++)
@@ -446,8 +445,8 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
 				    .taken = taken, .secret = c->secret };
 	op_will_post(c, op);
-	op->ep = c->ping_ep; /* (the home rail, where the comm's test() reads) */
-	ssize_t rc = fab_ep_send(c->ping_ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
+	op->ep = c->rails[c->home]; /* where the comm's test() reads (rail 0 before the handshake) */
+	ssize_t rc = fab_ep_send(op->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
 	if (rc)
 		op_not_posted(c, op);
 	return rc;
@@ -1107,12 +1106,10 @@ static int send_advance(struct proto_send *s)
 		}
 		s->c.nrails = nrails;
 		s->remote_id = s->in.id;
-		/* (the listener's base is below its rails; we may use fewer) */
 		s->c.home = s->in.rail % nrails; /* (below the listener's rails: checked) */
 		s->c.peer_text = s->peer_text;
 		s->c.ping_peer = s->peer[s->c.home];
 		s->c.peer_rail0 = s->peer[0];
-		s->c.ping_ep = s->c.rails[s->c.home];
 		s->c.ping_id = s->remote_id;
 		atomic_store(&s->c.last_ns, fab_coarse_ns());
 		atomic_store(&s->state, PROTO_READY);
@@ -1339,7 +1336,6 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 	r->c.peer_text = r->peer_text;
 	r->c.ping_peer = r->peer[r->c.home];
 	r->c.peer_rail0 = r->peer[0];
-	r->c.ping_ep = r->c.rails[r->c.home];
 	r->c.ping_id = r->reply_id;
 	atomic_store(&r->c.last_ns, fab_coarse_ns());
 	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);

@@ -319,7 +319,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			/* closing: the sender may still send this one; let it drain */
 			fab_buf_put(c->dev->dom, bounce);
 			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
-					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[q->rail[i]],
+					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[c->home],
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
 				atomic_fetch_or(&q->sunk, 1ULL << i);
@@ -441,14 +441,14 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
 		struct fab_op *op = &q->ops[i];
-		op->ep = c->rails[q->rail[i]];
+		op->ep = c->rails[c->home];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		struct fab_buf *b = q->bounce[i];
 		struct fab_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
-		fi_addr_t src = r->src[q->rail[i]];
+		fi_addr_t src = r->src[c->home];
 		fab_op_hold(op, b ? NULL : mr);
 		if (q->posted[i] > c->dev->eager_max)
 			fab_ep_bulk_begin(op); /* a large message may come */
@@ -473,7 +473,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 			    !atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0))
 				return 0;
 		}
-		int rail = q->rail[0];
+		int rail = c->home;
 		q->cts_op.ep = c->rails[rail];
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
@@ -562,7 +562,6 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
-		q->rail[i] = (uint8_t)c->home;
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = fab_buf_get(dev->dom);
@@ -624,7 +623,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
 	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
-		  rc_->peer_text, tags[0], sizes[0], q->rail[0],
+		  rc_->peer_text, tags[0], sizes[0], c->home,
 		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
 	return 0;
