@@ -32,30 +32,23 @@
  */
 ncclResult_t abi_result(int rc)
 {
-	switch (-rc) {
-	case 0:
+	if (rc == 0)
 		return ncclSuccess;
-	case FI_EINVAL:
+	switch (fab_err_cause(rc)) { /* (the codes of each cause: fab/fab.h) */
+	case FAB_CAUSE_ARGUMENT:
 		return ncclInvalidArgument;
-	case FI_EMSGSIZE:
-	case FI_ETRUNC:
+	case FAB_CAUSE_SIZE:
 		return ncclInvalidUsage;
-	case FI_ECONNRESET:
-	case FI_ECONNREFUSED:
-	case FI_ECONNABORTED:
-	case FI_ENOTCONN:
-	case FI_EHOSTUNREACH:
-	case FI_ENETUNREACH:
-	case FI_ETIMEDOUT:
-	case FI_EIO:
+	case FAB_CAUSE_PEER:
 		return ncclRemoteError;
-	case FI_EOPBADSTATE:
+	case FAB_CAUSE_BUG:
 		return ncclInternalError;
-	case FAB_ECUDA:
+	case FAB_CAUSE_CUDA:
 		return ncclUnhandledCudaError;
-	default:
-		return ncclSystemError;
+	case FAB_CAUSE_OTHER:
+		break;
 	}
+	return ncclSystemError;
 }
 
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)

@@ -479,17 +479,26 @@ static inline int fab_cq_err_code(const struct fi_cq_err_entry *err)
 /* The plugin's own code, above libfabric's range (FI_ERRNO_OFFSET..FI_ERRNO_MAX). */
 #define FAB_ECUDA 4096
 
-/* The code to pass on where a libfabric or system call failed and NCCL is
- * told "system error": rc itself, unless rc is not negative or is one of the
- * codes with a meaning of their own at the ABI face (a bad argument, a size
- * mismatch, a lost peer, a bug, CUDA); then -FI_EOTHER. (The WARN that
- * reports the failure names rc.) */
-static inline int fab_err_sys(int rc)
+/* The cause a code stands for at the ABI face, the one list of them:
+ * abi_result tells NCCL each apart, and fab_err_sys and fab_err_cq keep a
+ * provider's code from passing for one. */
+enum fab_err_cause {
+	FAB_CAUSE_OTHER = 0, /* libfabric or the system failed */
+	FAB_CAUSE_ARGUMENT,  /* -FI_EINVAL */
+	FAB_CAUSE_SIZE,      /* -FI_EMSGSIZE, -FI_ETRUNC */
+	FAB_CAUSE_PEER,      /* the peer is gone, refused, unreachable or silent */
+	FAB_CAUSE_BUG,       /* -FI_EOPBADSTATE */
+	FAB_CAUSE_CUDA,      /* -FAB_ECUDA */
+};
+
+static inline enum fab_err_cause fab_err_cause(int rc)
 {
 	switch (-rc) {
 	case FI_EINVAL:
+		return FAB_CAUSE_ARGUMENT;
 	case FI_EMSGSIZE:
 	case FI_ETRUNC:
+		return FAB_CAUSE_SIZE;
 	case FI_ECONNRESET:
 	case FI_ECONNREFUSED:
 	case FI_ECONNABORTED:
@@ -498,25 +507,42 @@ static inline int fab_err_sys(int rc)
 	case FI_ENETUNREACH:
 	case FI_ETIMEDOUT:
 	case FI_EIO:
+		return FAB_CAUSE_PEER;
 	case FI_EOPBADSTATE:
+		return FAB_CAUSE_BUG;
 	case FAB_ECUDA:
-		return -FI_EOTHER;
+		return FAB_CAUSE_CUDA;
 	default:
-		return rc < 0 ? rc : -FI_EOTHER;
+		return FAB_CAUSE_OTHER;
 	}
+}
+
+/* The code to pass on where a libfabric or system call failed and NCCL is
+ * told "system error": rc itself, unless rc is not negative or stands for a
+ * cause of its own (fab_err_cause); then -FI_EOTHER. (The WARN that reports
+ * the failure names rc.) */
+static inline int fab_err_sys(int rc)
+{
+	return rc < 0 && fab_err_cause(rc) == FAB_CAUSE_OTHER ? rc : -FI_EOTHER;
 }
 
 /* The code a failed completion leaves in its request, from err (positive
  * FI_*, fab_cq_err_code): -err, so libfabric's reason reaches the ABI face (a
  * truncation or a lost peer keep their meaning there; a cancellation and the
- * rest are system errors), unless err is 0 or one of the codes the plugin
- * keeps for its own causes (-FI_EINVAL, -FI_EOPBADSTATE, -FAB_ECUDA); then
- * -FI_EOTHER. */
+ * rest are system errors), unless err is 0 or one of the causes the plugin
+ * keeps for itself (a bad argument, a bug, CUDA); then -FI_EOTHER. */
 static inline int fab_err_cq(int err)
 {
-	if (err <= 0 || err == FI_EINVAL || err == FI_EOPBADSTATE || err == FAB_ECUDA)
+	if (err <= 0)
 		return -FI_EOTHER;
-	return -err;
+	switch (fab_err_cause(-err)) {
+	case FAB_CAUSE_ARGUMENT:
+	case FAB_CAUSE_BUG:
+	case FAB_CAUSE_CUDA:
+		return -FI_EOTHER;
+	default:
+		return -err;
+	}
 }
 
 /* Text for a negative libfabric code (fi_strerror), or for -FAB_ECUDA. */
