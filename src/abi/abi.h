@@ -10,13 +10,13 @@
  * Every entry returns abi_result() of the internal call: the one place an
  * internal -FI_* code becomes an ncclResult_t.
  */
-#ifndef FAB_ABI_H
-#define FAB_ABI_H
+#ifndef ABI_H
+#define ABI_H
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 #include "core/plugin.h"
 
-/* 0 or a negative FI_* code (fab/fab.h, "Errors") as NCCL's result. */
+/* 0 or a negative FI_* code (ofi/ofi.h, "Errors") as NCCL's result. */
 ncclResult_t abi_result(int rc);
 
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger);

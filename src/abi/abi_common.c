@@ -8,7 +8,7 @@
 #include "log/log.h"
 
 /*
- * The one place an internal result (0 or a negative FI_* code, fab/fab.h
+ * The one place an internal result (0 or a negative FI_* code, ofi/ofi.h
  * "Errors") becomes NCCL's:
  *
  *   internal code                        what it means               NCCL is told
@@ -23,7 +23,7 @@
  *   -FI_ETIMEDOUT, -FI_EIO
  *   -FI_EOPBADSTATE                      the plugin's own state      ncclInternalError
  *                                        contradicts itself (a bug)
- *   -FAB_ECUDA                           a CUDA driver call failed   ncclUnhandledCudaError
+ *   -OFI_ECUDA                           a CUDA driver call failed   ncclUnhandledCudaError
  *   anything else (-FI_ENOMEM,           libfabric or the system     ncclSystemError
  *   -FI_EOTHER, -FI_ECANCELED, ...)      failed
  *
@@ -34,18 +34,18 @@ ncclResult_t abi_result(int rc)
 {
 	if (rc == 0)
 		return ncclSuccess;
-	switch (fab_err_cause(rc)) { /* (the codes of each cause: fab/fab.h) */
-	case FAB_CAUSE_ARGUMENT:
+	switch (ofi_err_cause(rc)) { /* (the codes of each cause: ofi/ofi.h) */
+	case OFI_CAUSE_ARGUMENT:
 		return ncclInvalidArgument;
-	case FAB_CAUSE_SIZE:
+	case OFI_CAUSE_SIZE:
 		return ncclInvalidUsage;
-	case FAB_CAUSE_PEER:
+	case OFI_CAUSE_PEER:
 		return ncclRemoteError;
-	case FAB_CAUSE_BUG:
+	case OFI_CAUSE_BUG:
 		return ncclInternalError;
-	case FAB_CAUSE_CUDA:
+	case OFI_CAUSE_CUDA:
 		return ncclUnhandledCudaError;
-	case FAB_CAUSE_OTHER:
+	case OFI_CAUSE_OTHER:
 		break;
 	}
 	return ncclSystemError;
@@ -54,7 +54,7 @@ ncclResult_t abi_result(int rc)
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)
 {
 	/* v6..v10: one init per process and no finalize; the context lives until exit. */
-	return abi_result(fab_net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger));
+	return abi_result(net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger));
 }
 
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
@@ -62,18 +62,18 @@ ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *con
 {
 	(void)prof;
 	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-	return abi_result(fab_net_init(ctx, comm_id, tc, logger));
+	return abi_result(net_init(ctx, comm_id, tc, logger));
 }
 
 ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm)
 {
-	return abi_result(fab_net_listen(NULL, dev, handle, listen_comm));
+	return abi_result(net_listen(NULL, dev, handle, listen_comm));
 }
 
 ncclResult_t abi_connect_v6(int dev, void *handle, void **send_comm)
 {
 	return abi_result(
-		fab_net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
+		net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
@@ -90,7 +90,7 @@ ncclResult_t abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
 	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-	return abi_result(fab_net_connect(NULL, dev, tc, handle, send_comm));
+	return abi_result(net_connect(NULL, dev, tc, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
@@ -99,7 +99,7 @@ ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
 	return abi_result(
-		fab_net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
+		net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
 }
 
 ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
@@ -107,17 +107,17 @@ ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
 {
 	if (recv_dev_comm)
 		*recv_dev_comm = NULL;
-	return abi_result(fab_net_accept(listen_comm, recv_comm));
+	return abi_result(net_accept(listen_comm, recv_comm));
 }
 
 ncclResult_t abi_reg_mr_int(void *comm, void *data, int size, int type, void **mhandle)
 {
 	if (size < 0) {
 		*mhandle = NULL;
-		FAB_WARN(NCCL_NET, "regMr: negative size %d", size);
+		LOG_WARN(NCCL_NET, "regMr: negative size %d", size);
 		return abi_result(-FI_EINVAL);
 	}
-	return abi_result(fab_net_reg_mr(comm, data, (size_t)size, type, mhandle));
+	return abi_result(net_reg_mr(comm, data, (size_t)size, type, mhandle));
 }
 
 ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void *mhandle,
@@ -125,10 +125,10 @@ ncclResult_t abi_isend_int(void *send_comm, void *data, int size, int tag, void 
 {
 	if (size < 0) {
 		*request = NULL;
-		FAB_WARN(NCCL_NET, "isend: negative size %d", size);
+		LOG_WARN(NCCL_NET, "isend: negative size %d", size);
 		return abi_result(-FI_EINVAL);
 	}
-	return abi_result(fab_net_isend(send_comm, data, (size_t)size, tag, mhandle, request));
+	return abi_result(net_isend(send_comm, data, (size_t)size, tag, mhandle, request));
 }
 
 ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int *tags,
@@ -137,32 +137,32 @@ ncclResult_t abi_irecv_int(void *recv_comm, int n, void **data, int *sizes, int 
 	size_t wide[8];
 	if (n < 1 || n > 8) {
 		*request = NULL;
-		FAB_WARN(NCCL_NET, "irecv: %d buffers requested", n);
+		LOG_WARN(NCCL_NET, "irecv: %d buffers requested", n);
 		return abi_result(-FI_EINVAL);
 	}
 	for (int i = 0; i < n; i++) {
 		if (sizes[i] < 0) {
 			*request = NULL;
-			FAB_WARN(NCCL_NET, "irecv: negative size %d", sizes[i]);
+			LOG_WARN(NCCL_NET, "irecv: negative size %d", sizes[i]);
 			return abi_result(-FI_EINVAL);
 		}
 		wide[i] = (size_t)sizes[i];
 	}
-	return abi_result(fab_net_irecv(recv_comm, n, data, wide, tags, mhandles, request));
+	return abi_result(net_irecv(recv_comm, n, data, wide, tags, mhandles, request));
 }
 
 ncclResult_t abi_isend_v10(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			   void *phandle, void **request)
 {
 	(void)phandle; /* profiler events: not emitted yet */
-	return abi_result(fab_net_isend(send_comm, data, size, tag, mhandle, request));
+	return abi_result(net_isend(send_comm, data, size, tag, mhandle, request));
 }
 
 ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			   void **mhandles, void **phandles, void **request)
 {
 	(void)phandles;
-	return abi_result(fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+	return abi_result(net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
 }
 
 /* Entries in the same form in every table that has them: devices, accept,
@@ -171,74 +171,74 @@ ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, i
  * finalize from v11. */
 ncclResult_t abi_devices(int *ndev)
 {
-	return abi_result(fab_net_devices(ndev));
+	return abi_result(net_devices(ndev));
 }
 
 ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-	return abi_result(fab_net_listen(ctx, dev, handle, listen_comm));
+	return abi_result(net_listen(ctx, dev, handle, listen_comm));
 }
 
 ncclResult_t abi_accept(void *listen_comm, void **recv_comm)
 {
-	return abi_result(fab_net_accept(listen_comm, recv_comm));
+	return abi_result(net_accept(listen_comm, recv_comm));
 }
 
 ncclResult_t abi_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
-	return abi_result(fab_net_reg_mr(comm, data, size, type, mhandle));
+	return abi_result(net_reg_mr(comm, data, size, type, mhandle));
 }
 
 ncclResult_t abi_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
 			       int fd, void **mhandle)
 {
-	return abi_result(fab_net_reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle));
+	return abi_result(net_reg_mr_dmabuf(comm, data, size, type, offset, fd, mhandle));
 }
 
 ncclResult_t abi_dereg_mr(void *comm, void *mhandle)
 {
-	return abi_result(fab_net_dereg_mr(comm, mhandle));
+	return abi_result(net_dereg_mr(comm, mhandle));
 }
 
 ncclResult_t abi_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		       void **request)
 {
-	return abi_result(fab_net_isend(send_comm, data, size, tag, mhandle, request));
+	return abi_result(net_isend(send_comm, data, size, tag, mhandle, request));
 }
 
 ncclResult_t abi_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		       void **mhandles, void **request)
 {
-	return abi_result(fab_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
+	return abi_result(net_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
 }
 
 ncclResult_t abi_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 			void **request)
 {
-	return abi_result(fab_net_iflush(recv_comm, n, data, sizes, mhandles, request));
+	return abi_result(net_iflush(recv_comm, n, data, sizes, mhandles, request));
 }
 
 ncclResult_t abi_test(void *request, int *done, int *sizes)
 {
-	return abi_result(fab_net_test(request, done, sizes));
+	return abi_result(net_test(request, done, sizes));
 }
 
 ncclResult_t abi_close_send(void *send_comm)
 {
-	return abi_result(fab_net_close_send(send_comm));
+	return abi_result(net_close_send(send_comm));
 }
 
 ncclResult_t abi_close_recv(void *recv_comm)
 {
-	return abi_result(fab_net_close_recv(recv_comm));
+	return abi_result(net_close_recv(recv_comm));
 }
 
 ncclResult_t abi_close_listen(void *listen_comm)
 {
-	return abi_result(fab_net_close_listen(listen_comm));
+	return abi_result(net_close_listen(listen_comm));
 }
 
 ncclResult_t abi_finalize(void *ctx)
 {
-	return abi_result(fab_net_finalize(ctx));
+	return abi_result(net_finalize(ctx));
 }

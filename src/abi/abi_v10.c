@@ -11,15 +11,15 @@ static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t pr
 
 static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v9_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0)
 		ABI_PROPS_V9(props, &p);
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = v10_init,
 	.devices = abi_devices,
 	.getProperties = v10_get_properties,

@@ -5,8 +5,8 @@
 
 static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0) {
 		ABI_PROPS_V9(props, &p);
 		props->maxMultiRequestSize = p.max_multi_request_size;
@@ -14,8 +14,8 @@ static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_v11,
 	.devices = abi_devices,
 	.getProperties = v11_get_properties,

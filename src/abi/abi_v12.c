@@ -4,8 +4,8 @@
 
 static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0) {
 		ABI_PROPS_V9(props, &p);
 		props->maxMultiRequestSize = p.max_multi_request_size;
@@ -15,8 +15,8 @@ static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props)
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_v11,
 	.devices = abi_devices,
 	.getProperties = v12_get_properties,

@@ -4,15 +4,15 @@
 
 static ncclResult_t v6_get_properties(int dev, ncclNetProperties_v6_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0)
 		ABI_PROPS_V6(props, &p);
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v6_t ncclNetPlugin_v6 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_legacy,
 	.devices = abi_devices,
 	.getProperties = v6_get_properties,

@@ -4,8 +4,8 @@
 
 static ncclResult_t v7_get_properties(int dev, ncclNetProperties_v7_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0) {
 		ABI_PROPS_V6(props, &p);
 		props->netDeviceType = (ncclNetDeviceType)p.net_device_type;
@@ -14,8 +14,8 @@ static ncclResult_t v7_get_properties(int dev, ncclNetProperties_v7_t *props)
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v7_t ncclNetPlugin_v7 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_legacy,
 	.devices = abi_devices,
 	.getProperties = v7_get_properties,

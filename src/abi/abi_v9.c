@@ -5,15 +5,15 @@
 
 static ncclResult_t v9_get_properties(int dev, ncclNetProperties_v9_t *props)
 {
-	struct fab_props p;
-	int rc = fab_net_get_properties(dev, &p);
+	struct net_props p;
+	int rc = net_get_properties(dev, &p);
 	if (rc == 0)
 		ABI_PROPS_V9(props, &p);
 	return abi_result(rc);
 }
 
-FAB_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
-	.name = FAB_PLUGIN_NAME,
+UTIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
+	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_legacy,
 	.devices = abi_devices,
 	.getProperties = v9_get_properties,

@@ -8,11 +8,11 @@
 #include "util/util.h"
 #include "util/json.h"
 
-const struct fab_cfg_desc fab_cfg_descs[FAB_CFG_COUNT] = {
-#define FAB_CFG_DESC(id, type, def, min, max, names, help) \
-	[FAB_CFG_##id] = { "NCCL_FABRIC_" #id, type, def, min, max, names, help },
-	FAB_SETTINGS(FAB_CFG_DESC)
-#undef FAB_CFG_DESC
+const struct cfg_desc cfg_descs[CFG_COUNT] = {
+#define CFG_DESC(id, type, def, min, max, names, help) \
+	[CFG_##id] = { "NCCL_FABRIC_" #id, type, def, min, max, names, help },
+	CFG_SETTINGS(CFG_DESC)
+#undef CFG_DESC
 };
 
 static int parse_enum(const char *names, const char *text, int64_t *out)
@@ -33,15 +33,15 @@ static int parse_enum(const char *names, const char *text, int64_t *out)
 	return -EINVAL;
 }
 
-int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg_value *out)
+int cfg_parse(const struct cfg_desc *d, const char *text, struct cfg_value *out)
 {
 	if (strlen(text) >= sizeof(out->s))
 		return -EINVAL;
 	switch (d->type) {
-	case FAB_CFG_STR:
+	case CFG_STR:
 		out->i = 0;
 		break;
-	case FAB_CFG_BOOL:
+	case CFG_BOOL:
 		if (!strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
 		    !strcasecmp(text, "on"))
 			out->i = 1;
@@ -51,7 +51,7 @@ int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg
 		else
 			return -EINVAL;
 		break;
-	case FAB_CFG_INT: {
+	case CFG_INT: {
 		char *end = NULL;
 		errno = 0;
 		long long v = strtoll(text, &end, 10);
@@ -60,7 +60,7 @@ int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg
 		out->i = v;
 		break;
 	}
-	case FAB_CFG_ENUM:
+	case CFG_ENUM:
 		if (parse_enum(d->enum_names, text, &out->i)) {
 			/* on|off enums also take the boolean spellings */
 			const char *alias = !strcmp(text, "1") || !strcasecmp(text, "true") ? "on" :
@@ -72,7 +72,7 @@ int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg
 		}
 		break;
 	}
-	fab_strlcpy(out->s, text, sizeof(out->s));
+	util_strlcpy(out->s, text, sizeof(out->s));
 	return 0;
 }
 
@@ -82,52 +82,52 @@ static const char *env_lookup(const char *name, void *arg)
 	return getenv(name);
 }
 
-int fab_cfg_load(struct fab_cfg *cfg, fab_cfg_lookup_fn lookup, void *arg)
+int cfg_load(struct cfg_values *cfg, cfg_lookup_fn lookup, void *arg)
 {
 	int invalid = 0;
 	if (!lookup)
 		lookup = env_lookup;
 	memset(cfg, 0, sizeof(*cfg));
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		const struct fab_cfg_desc *d = &fab_cfg_descs[id];
-		struct fab_cfg_value *v = &cfg->v[id];
+	for (int id = 0; id < CFG_COUNT; id++) {
+		const struct cfg_desc *d = &cfg_descs[id];
+		struct cfg_value *v = &cfg->v[id];
 		/* Defaults are compile-time constants: they always parse. */
-		(void)fab_cfg_parse(d, d->def, v);
-		v->source = FAB_SRC_DEFAULT;
+		(void)cfg_parse(d, d->def, v);
+		v->source = CFG_SRC_DEFAULT;
 		const char *text = lookup(d->name, arg);
 		if (!text)
 			continue;
-		struct fab_cfg_value parsed = { 0 };
-		if (fab_cfg_parse(d, text, &parsed) == 0) {
+		struct cfg_value parsed = { 0 };
+		if (cfg_parse(d, text, &parsed) == 0) {
 			*v = parsed;
-			v->source = FAB_SRC_ENV;
+			v->source = CFG_SRC_ENV;
 		} else {
-			v->source = FAB_SRC_INVALID_ENV;
-			fab_strlcpy(v->invalid, text, sizeof(v->invalid));
+			v->source = CFG_SRC_INVALID_ENV;
+			util_strlcpy(v->invalid, text, sizeof(v->invalid));
 			invalid++;
 		}
 	}
 	return invalid;
 }
 
-const char *fab_cfg_source_name(enum fab_cfg_source src)
+const char *cfg_source_name(enum cfg_source src)
 {
 	switch (src) {
-	case FAB_SRC_DEFAULT: return "default";
-	case FAB_SRC_ENV: return "environment";
-	case FAB_SRC_OVERRIDE: return "override";
-	case FAB_SRC_INVALID_ENV: return "default (invalid environment value ignored)";
+	case CFG_SRC_DEFAULT: return "default";
+	case CFG_SRC_ENV: return "environment";
+	case CFG_SRC_OVERRIDE: return "override";
+	case CFG_SRC_INVALID_ENV: return "default (invalid environment value ignored)";
 	}
 	return "?";
 }
 
-void fab_cfg_dump(const struct fab_cfg *cfg, FILE *out, int json)
+void cfg_dump(const struct cfg_values *cfg, FILE *out, int json)
 {
 	if (json) {
 		fputc('[', out);
-		for (int id = 0; id < FAB_CFG_COUNT; id++) {
-			const struct fab_cfg_desc *d = &fab_cfg_descs[id];
-			const struct fab_cfg_value *v = &cfg->v[id];
+		for (int id = 0; id < CFG_COUNT; id++) {
+			const struct cfg_desc *d = &cfg_descs[id];
+			const struct cfg_value *v = &cfg->v[id];
 			fprintf(out, "%s{\"name\":", id ? "," : "");
 			json_str(out, d->name);
 			fputs(",\"value\":", out);
@@ -135,8 +135,8 @@ void fab_cfg_dump(const struct fab_cfg *cfg, FILE *out, int json)
 			fputs(",\"default\":", out);
 			json_str(out, d->def);
 			fputs(",\"source\":", out);
-			json_str(out, fab_cfg_source_name(v->source));
-			if (v->source == FAB_SRC_INVALID_ENV) {
+			json_str(out, cfg_source_name(v->source));
+			if (v->source == CFG_SRC_INVALID_ENV) {
 				fputs(",\"rejected\":", out);
 				json_str(out, v->invalid);
 			}
@@ -147,12 +147,12 @@ void fab_cfg_dump(const struct fab_cfg *cfg, FILE *out, int json)
 		fputc(']', out);
 		return;
 	}
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		const struct fab_cfg_desc *d = &fab_cfg_descs[id];
-		const struct fab_cfg_value *v = &cfg->v[id];
+	for (int id = 0; id < CFG_COUNT; id++) {
+		const struct cfg_desc *d = &cfg_descs[id];
+		const struct cfg_value *v = &cfg->v[id];
 		fprintf(out, "  %-24s = %-10s (%s", d->name, v->s[0] ? v->s : "\"\"",
-			fab_cfg_source_name(v->source));
-		if (v->source == FAB_SRC_INVALID_ENV)
+			cfg_source_name(v->source));
+		if (v->source == CFG_SRC_INVALID_ENV)
 			fprintf(out, ": \"%s\"", v->invalid);
 		fprintf(out, ")\n      %s\n", d->help);
 	}

@@ -1,121 +1,121 @@
 /*
  * cfg.h - every NCCL_FABRIC_* setting, declared once.
  *
- * FAB_SETTINGS is the single list: name, type, default, bounds, help. It
+ * CFG_SETTINGS is the single list: name, type, default, bounds, help. It
  * generates the setting ids, the parser, and the dump that nccl-fabric-info and
  * the README print. Each value remembers where it came from. Settings are read
  * once per plugin lifetime (at the first init) and are frozen afterwards.
  */
-#ifndef FAB_CFG_H
-#define FAB_CFG_H
+#ifndef CFG_H
+#define CFG_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-enum fab_cfg_type { FAB_CFG_STR, FAB_CFG_INT, FAB_CFG_BOOL, FAB_CFG_ENUM };
+enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ENUM };
 
 /* Values of the NCCL_FABRIC_HMEM enum, in the order of its name list. */
-enum fab_hmem_mode { FAB_HMEM_AUTO = 0, FAB_HMEM_FORCE = 1, FAB_HMEM_OFF = 2 };
+enum cfg_hmem_mode { CFG_HMEM_AUTO = 0, CFG_HMEM_FORCE = 1, CFG_HMEM_OFF = 2 };
 /* Values of NCCL_FABRIC_FLUSH. */
-enum fab_flush_mode { FAB_FLUSH_MODE_AUTO = 0, FAB_FLUSH_MODE_RMA = 1, FAB_FLUSH_MODE_CUDA = 2 };
+enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH_MODE_CUDA = 2 };
 
 /*     id           type           default  min  max      enum names    help */
-#define FAB_SETTINGS(X)                                                                        \
-	X(PROVIDER, FAB_CFG_STR, "", 0, 0, NULL,                                               \
+#define CFG_SETTINGS(X)                                                                        \
+	X(PROVIDER, CFG_STR, "", 0, 0, NULL,                                               \
 	  "Comma list of libfabric providers, in order of preference. An item matches a "      \
 	  "provider by its full name (tcp;ofi_rxm) or its core name (tcp); ^name excludes. "   \
 	  "Single-host providers such as shm are used only when named here. Empty: the "      \
 	  "first provider libfabric offers that reaches other hosts.")                         \
-	X(HMEM, FAB_CFG_ENUM, "auto", 0, 0, "auto|force|off",                                  \
+	X(HMEM, CFG_ENUM, "auto", 0, 0, "auto|force|off",                                  \
 	  "GPU memory through the provider's FI_HMEM. auto: only when the provider promises "  \
 	  "not to call the CUDA API (FI_OPT_CUDA_API_PERMITTED answered 0). force: whenever "  \
 	  "it advertises FI_HMEM and a GPU is present, whatever it answered (risk: a "         \
 	  "provider that calls CUDA under NCCL can deadlock). off: host memory only.")         \
-	X(DMABUF, FAB_CFG_BOOL, "1", 0, 1, NULL,                                               \
+	X(DMABUF, CFG_BOOL, "1", 0, 1, NULL,                                               \
 	  "Offer NCCL DMA-BUF registration (NCCL_PTR_DMABUF) when GPU memory is used, "       \
 	  "libfabric >= 1.20 and the GPU supports DMA-BUF. 0 turns it off.")                  \
-	X(FLUSH, FAB_CFG_ENUM, "auto", 0, 0, "auto|rma|cuda",                                  \
+	X(FLUSH, CFG_ENUM, "auto", 0, 0, "auto|rma|cuda",                                  \
 	  "How iflush orders GPU-direct writes before NCCL reads them. rma: an RDMA read "     \
 	  "of the received buffer (needs FI_RMA|FI_READ); cuda: the CUDA driver's "           \
 	  "cuFlushGPUDirectRDMAWrites; auto: rma where the provider offers it, else cuda. "  \
 	  "Without either, GPU memory is not used.")                                         \
-	X(MAX_RECVS, FAB_CFG_INT, "8", 1, 8, NULL,                                             \
+	X(MAX_RECVS, CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
-	X(RAILS, FAB_CFG_INT, "0", 0, 8, NULL,                                                 \
+	X(RAILS, CFG_INT, "0", 0, 8, NULL,                                                 \
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path. The receiver gives each connection a home "     \
 	  "rail, in turn, which all its messages take (a stream provider such as tcp gives "  \
 	  "each rail its own stream). 0: auto (1: more rails pay where each process has CPUs " \
 	  "to spare; see nccl-fabric-info).")                                                  \
-	X(PROGRESS_THREADS, FAB_CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
+	X(PROGRESS_THREADS, CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions while the rail moves large messages, so " \
 	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \
 	  "while NCCL is idle). auto: on when there are several rails. Costs up to a CPU "     \
 	  "core per busy rail.")                                                               \
-	X(EAGER_MAX, FAB_CFG_INT, "-1", -1, 1048576, NULL,                                     \
+	X(EAGER_MAX, CFG_INT, "-1", -1, 1048576, NULL,                                     \
 	  "Largest message, in bytes, sent at once without waiting for the receiver's "        \
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
 	  "completes without the receiver (stream providers 65536, NCCL's LL receive size; "   \
 	  "others their inject size).") \
-	X(RMA, FAB_CFG_BOOL, "0", 0, 1, NULL,                                                  \
+	X(RMA, CFG_BOOL, "0", 0, 1, NULL,                                                  \
 	  "1: messages above NCCL_FABRIC_EAGER_MAX go as one RMA write with remote CQ data "   \
 	  "into the buffer the receiver announced, where the provider offers it. Off by "      \
 	  "default: a receive comm closed with announced buffers cannot stop a write already " \
 	  "on its way. 0: one tagged send after the clear-to-send.")                          \
-	X(SPEED, FAB_CFG_INT, "0", 0, 100000000, NULL,                                         \
+	X(SPEED, CFG_INT, "0", 0, 100000000, NULL,                                         \
 	  "Link speed reported to NCCL, in Mbps. 0: the NIC's link attributes, else "          \
 	  "/sys/class/net/<if>/speed, else 10000.")                                           \
-	X(TIMEOUT, FAB_CFG_INT, "300", 1, 86400, NULL,                                         \
+	X(TIMEOUT, CFG_INT, "300", 1, 86400, NULL,                                         \
 	  "Seconds a connection may wait for its peer during connect/accept before it fails " \
 	  "with an error instead of waiting forever.")                                        \
-	X(PEER_TIMEOUT, FAB_CFG_INT, "8", 1, 86400, NULL,                                     \
+	X(PEER_TIMEOUT, CFG_INT, "8", 1, 86400, NULL,                                     \
 	  "Seconds a connection NCCL waits on may go without an answer from its peer before "  \
 	  "its operations fail with ncclRemoteError. After 1 s without a sign of life the "    \
 	  "plugin pings the peer each second and its endpoint answers; a ping that fails "     \
 	  "ends the wait at once.")                                                            \
-	X(CQ_BATCH, FAB_CFG_INT, "32", 1, 256, NULL,                                           \
+	X(CQ_BATCH, CFG_INT, "32", 1, 256, NULL,                                           \
 	  "Completions read from a completion queue per call.")
 
-enum fab_cfg_id {
-#define FAB_CFG_ID(id, type, def, min, max, names, help) FAB_CFG_##id,
-	FAB_SETTINGS(FAB_CFG_ID)
-#undef FAB_CFG_ID
-	FAB_CFG_COUNT
+enum cfg_id {
+#define CFG_ID(id, type, def, min, max, names, help) CFG_##id,
+	CFG_SETTINGS(CFG_ID)
+#undef CFG_ID
+	CFG_COUNT
 };
 
-enum fab_cfg_source { FAB_SRC_DEFAULT, FAB_SRC_ENV, FAB_SRC_OVERRIDE, FAB_SRC_INVALID_ENV };
+enum cfg_source { CFG_SRC_DEFAULT, CFG_SRC_ENV, CFG_SRC_OVERRIDE, CFG_SRC_INVALID_ENV };
 
-struct fab_cfg_desc {
+struct cfg_desc {
 	const char *name; /* full environment name, NCCL_FABRIC_... */
-	enum fab_cfg_type type;
+	enum cfg_type type;
 	const char *def;
 	int64_t min, max;
-	const char *enum_names; /* "a|b|c" for FAB_CFG_ENUM */
+	const char *enum_names; /* "a|b|c" for CFG_ENUM */
 	const char *help;
 };
 
-struct fab_cfg_value {
+struct cfg_value {
 	int64_t i;            /* INT, BOOL, ENUM (index into enum_names) */
 	char s[256];          /* the value as text (STR settings use only this) */
-	enum fab_cfg_source source;
-	char invalid[128];    /* the rejected text when source is FAB_SRC_INVALID_ENV */
+	enum cfg_source source;
+	char invalid[128];    /* the rejected text when source is CFG_SRC_INVALID_ENV */
 };
 
-struct fab_cfg {
-	struct fab_cfg_value v[FAB_CFG_COUNT];
+struct cfg_values {
+	struct cfg_value v[CFG_COUNT];
 };
 
-typedef const char *(*fab_cfg_lookup_fn)(const char *name, void *arg);
+typedef const char *(*cfg_lookup_fn)(const char *name, void *arg);
 
-extern const struct fab_cfg_desc fab_cfg_descs[FAB_CFG_COUNT];
+extern const struct cfg_desc cfg_descs[CFG_COUNT];
 
 /* Fills cfg from lookup (getenv when NULL). Invalid values keep the default,
- * are marked FAB_SRC_INVALID_ENV and are returned as a count so the caller can
+ * are marked CFG_SRC_INVALID_ENV and are returned as a count so the caller can
  * WARN once. Pure apart from the lookup. */
-int fab_cfg_load(struct fab_cfg *cfg, fab_cfg_lookup_fn lookup, void *arg);
+int cfg_load(struct cfg_values *cfg, cfg_lookup_fn lookup, void *arg);
 /* Parses text into one setting; returns 0 or -EINVAL. */
-int fab_cfg_parse(const struct fab_cfg_desc *d, const char *text, struct fab_cfg_value *out);
-const char *fab_cfg_source_name(enum fab_cfg_source src);
-void fab_cfg_dump(const struct fab_cfg *cfg, FILE *out, int json);
+int cfg_parse(const struct cfg_desc *d, const char *text, struct cfg_value *out);
+const char *cfg_source_name(enum cfg_source src);
+void cfg_dump(const struct cfg_values *cfg, FILE *out, int json);
 
 #endif

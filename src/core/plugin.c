@@ -22,24 +22,24 @@
 #include "util/util.h"
 
 static pthread_mutex_t plugin_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fab_plugin *plugin;
+static struct core_plugin *plugin;
 
 /* A v11+ communicator's context. */
-struct fab_ctx {
+struct core_ctx {
 	uint32_t magic;
 	uint64_t comm_id;
 	int traffic_class;
 };
-#define FAB_CTX_MAGIC 0x46435458u
+#define CORE_CTX_MAGIC 0x46435458u
 
-struct fab_plugin *fab_plugin_get(void)
+struct core_plugin *core_plugin_get(void)
 {
 	return __atomic_load_n(&plugin, __ATOMIC_ACQUIRE);
 }
 
 /* ---------------- device properties ---------------- */
 
-static void device_pci_path(struct fab_device *dev)
+static void device_pci_path(struct proto_device *dev)
 {
 	const struct fi_info *info = dev->info;
 	char path[PATH_MAX];
@@ -59,11 +59,11 @@ static void device_pci_path(struct fab_device *dev)
 		dev->pci_path[0] = '\0';
 }
 
-static int device_speed(struct fab_device *dev, const struct fab_cfg *cfg)
+static int device_speed(struct proto_device *dev, const struct cfg_values *cfg)
 {
-	if (cfg->v[FAB_CFG_SPEED].i > 0) {
+	if (cfg->v[CFG_SPEED].i > 0) {
 		snprintf(dev->speed_source, sizeof(dev->speed_source), "NCCL_FABRIC_SPEED");
-		return (int)cfg->v[FAB_CFG_SPEED].i;
+		return (int)cfg->v[CFG_SPEED].i;
 	}
 	const struct fi_info *info = dev->info;
 	if (info->nic && info->nic->link_attr && info->nic->link_attr->speed) {
@@ -86,16 +86,16 @@ static int device_speed(struct fab_device *dev, const struct fab_cfg *cfg)
 	return 10000;
 }
 
-static void device_props(struct fab_plugin *p, struct fab_device *dev)
+static void device_props(struct core_plugin *p, struct proto_device *dev)
 {
-	struct fab_props *pr = &dev->props;
+	struct net_props *pr = &dev->props;
 	memset(pr, 0, sizeof(*pr));
 	device_pci_path(dev);
 	pr->name = dev->choice.name;
 	pr->pci_path = dev->pci_path[0] ? dev->pci_path : NULL;
 	/* Ports of one NIC share the PCI device, hence the guid; others differ. */
 	const char *key = dev->pci_path[0] ? dev->pci_path : dev->choice.name;
-	pr->guid = fab_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ULL);
+	pr->guid = util_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ULL);
 	pr->ptr_support = dev->hmem ? p->hmem.ptr_support : NCCL_PTR_HOST;
 	pr->reg_is_global = 1;
 	pr->force_flush = dev->hmem && p->hmem.force_flush;
@@ -104,7 +104,7 @@ static void device_props(struct fab_plugin *p, struct fab_device *dev)
 	pr->latency = 0; /* libfabric reports no latency: 0 leaves NCCL's own estimate */
 	uint64_t comms = 1ULL << dev->layout.conn_bits;
 	pr->max_comms = comms > 0x7fffffff ? 0x7fffffff : (int)comms;
-	pr->max_recvs = (int)p->cfg.v[FAB_CFG_MAX_RECVS].i;
+	pr->max_recvs = (int)p->cfg.v[CFG_MAX_RECVS].i;
 	pr->net_device_type = NCCL_NET_DEVICE_HOST;
 	pr->net_device_version = 0;
 	pr->vdev_count = 1;
@@ -146,16 +146,16 @@ static void process_usage(long *rss_mb, int *fds)
 
 /* One line with what the plugin holds: endpoints, connections, registrations
  * and the process's memory and descriptors. */
-static void log_resources(struct fab_plugin *p, const char *when)
+static void log_resources(struct core_plugin *p, const char *when)
 {
 	int eps = 0, regs = 0, threads = 0;
 	unsigned dropped = 0;
 	for (int d = 0; d < p->ndevs; d++) {
-		struct fab_domain *dom = p->devs[d].dom;
+		struct ofi_domain *dom = p->devs[d].dom;
 		if (!dom)
 			continue;
 		eps += dom->nep;
-		regs += fab_mr_count(dom);
+		regs += ofi_mr_count(dom);
 		for (int i = 0; i < dom->nep; i++) {
 			threads += dom->eps[i]->has_thread;
 			dropped += atomic_load(&dom->eps[i]->dropped);
@@ -165,64 +165,64 @@ static void log_resources(struct fab_plugin *p, const char *when)
 	int fds, live, peak;
 	process_usage(&rss, &fds);
 	proto_comm_counts(&live, &peak, &total);
-	FAB_INFO(NCCL_INIT | NCCL_NET,
+	LOG_INFO(NCCL_INIT | NCCL_NET,
 		 "resources %s: %d endpoint(s), %d progress thread(s), connections %d open / %d peak / "
 		 "%ld made, %d registration(s), %u malformed message(s) or address(es) dropped; "
 		 "process RSS %ld MB, %d open fds",
 		 when, eps, threads, live, peak, total, regs, dropped, rss, fds);
 }
 
-static void plugin_free(struct fab_plugin *p)
+static void plugin_free(struct core_plugin *p)
 {
 	log_resources(p, "at finalize");
 	proto_pending_connects_close(-1);
 	for (int d = 0; d < p->ndevs; d++)
-		fab_domain_drain(p->devs[d].dom, 20000000ULL, 500000000ULL);
+		ofi_domain_drain(p->devs[d].dom, 20000000ULL, 500000000ULL);
 	for (int d = p->ndevs - 1; d >= 0; d--) {
-		fab_domain_close(p->devs[d].dom);
+		ofi_domain_close(p->devs[d].dom);
 		p->devs[d].dom = NULL;
 		pthread_mutex_destroy(&p->devs[d].open_lock);
 		if (p->devs[d].directed_info)
 			fi_freeinfo(p->devs[d].directed_info);
 	}
-	fab_discovery_free(&p->disc);
-	fab_cuda_close();
+	ofi_discovery_free(&p->disc);
+	cuda_close();
 	if (p->libfabric_pin)
 		dlclose(p->libfabric_pin); /* RTLD_NODELETE keeps it mapped regardless */
 	free(p);
 }
 
-static void log_decision(struct fab_plugin *p)
+static void log_decision(struct core_plugin *p)
 {
-	struct fab_discovery *d = &p->disc;
-	FAB_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u (plugin built against %u.%u); provider %s",
+	struct ofi_discovery *d = &p->disc;
+	LOG_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u (plugin built against %u.%u); provider %s",
 		 FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
 		 FI_MAJOR(d->build_version), FI_MINOR(d->build_version), d->sel.reason);
 	if (d->sel.names[0])
-		FAB_INFO(NCCL_INIT | NCCL_NET, "NCCL_FABRIC_PROVIDER: %s", d->sel.names);
+		LOG_INFO(NCCL_INIT | NCCL_NET, "NCCL_FABRIC_PROVIDER: %s", d->sel.names);
 	for (int i = 0; i < p->ndevs; i++) {
-		struct fab_device *dev = &p->devs[i];
-		FAB_INFO(NCCL_INIT | NCCL_NET,
+		struct proto_device *dev = &p->devs[i];
+		LOG_INFO(NCCL_INIT | NCCL_NET,
 			 "device %d: %s, fabric %s, pciPath %s, speed %d Mbps (%s), ptrSupport 0x%x", i,
 			 dev->props.name, dev->info->fabric_attr->name,
 			 dev->props.pci_path ? dev->props.pci_path : "none", dev->props.speed,
 			 dev->speed_source, dev->props.ptr_support);
 	}
-	FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory: %s", p->hmem.reason);
+	LOG_INFO(NCCL_INIT | NCCL_NET, "GPU memory: %s", p->hmem.reason);
 	if (d->probe.attempted)
-		FAB_INFO(NCCL_INIT | NCCL_NET,
+		LOG_INFO(NCCL_INIT | NCCL_NET,
 			 "FI_OPT_CUDA_API_PERMITTED=false answered %s; FI_HMEM_P2P: %s; DMA-BUF: %s; "
 			 "flush: %s; forceFlush %d",
 			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason, p->hmem.flush_reason,
 			 p->hmem.force_flush);
-	FAB_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
-	if (p->hmem.verdict != FAB_HMEM_PROMISED)
-		FAB_INFO(NCCL_INIT | NCCL_NET, "GPU memory remedy: %s", p->hmem.remedy);
+	LOG_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
+	if (p->hmem.verdict != POLICY_HMEM_PROMISED)
+		LOG_INFO(NCCL_INIT | NCCL_NET, "GPU memory remedy: %s", p->hmem.remedy);
 	if (p->hmem.warning[0])
-		FAB_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);
+		LOG_WARN(NCCL_INIT | NCCL_NET, "%s", p->hmem.warning);
 	for (int c = 0; c < d->sel.ncands; c++) {
-		const struct fab_cand *cd = &d->sel.cands[c];
-		FAB_TRACE(NCCL_INIT | NCCL_NET, "candidate %d: %s domain %s fabric %s (%s): %s", c,
+		const struct policy_cand *cd = &d->sel.cands[c];
+		LOG_TRACE(NCCL_INIT | NCCL_NET, "candidate %d: %s domain %s fabric %s (%s): %s", c,
 			  cd->prov, cd->domain, cd->fabric, d->attempts[cd->attempt].plan.label,
 			  cd->reason);
 	}
@@ -230,9 +230,9 @@ static void log_decision(struct fab_plugin *p)
 
 /* Builds the whole context; on failure returns NULL, with *rc the -FI_* code,
  * and has logged why. */
-static struct fab_plugin *plugin_create(int *rc)
+static struct core_plugin *plugin_create(int *rc)
 {
-	struct fab_plugin *p = calloc(1, sizeof(*p));
+	struct core_plugin *p = calloc(1, sizeof(*p));
 	if (!p) {
 		*rc = -FI_ENOMEM;
 		return NULL;
@@ -242,35 +242,35 @@ static struct fab_plugin *plugin_create(int *rc)
 	 * libfabric: it must outlive any dlclose of this plugin. */
 	p->libfabric_pin = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
 
-	p->cfg_invalid = fab_cfg_load(&p->cfg, NULL, NULL);
-	for (int id = 0; id < FAB_CFG_COUNT; id++)
-		if (p->cfg.v[id].source == FAB_SRC_INVALID_ENV)
-			FAB_WARN(NCCL_INIT | NCCL_ENV, "%s=\"%s\" is not valid; using the default \"%s\"",
-				 fab_cfg_descs[id].name, p->cfg.v[id].invalid, fab_cfg_descs[id].def);
+	p->cfg_invalid = cfg_load(&p->cfg, NULL, NULL);
+	for (int id = 0; id < CFG_COUNT; id++)
+		if (p->cfg.v[id].source == CFG_SRC_INVALID_ENV)
+			LOG_WARN(NCCL_INIT | NCCL_ENV, "%s=\"%s\" is not valid; using the default \"%s\"",
+				 cfg_descs[id].name, p->cfg.v[id].invalid, cfg_descs[id].def);
 
-	fab_cuda_open(&p->cuda);
-	int drc = fab_discover(&p->cfg, &p->disc);
+	cuda_open(&p->cuda);
+	int drc = ofi_discover(&p->cfg, &p->disc);
 	if (drc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET,
+		LOG_WARN(NCCL_INIT | NCCL_NET,
 			 "no usable libfabric provider: %s. Run nccl-fabric-info to see every "
 			 "candidate and why it was rejected",
 			 p->disc.sel.reason);
-		*rc = fab_err_sys(drc);
+		*rc = ofi_err_sys(drc);
 		plugin_free(p);
 		return NULL;
 	}
-	struct fab_selection *sel = &p->disc.sel;
+	struct policy_selection *sel = &p->disc.sel;
 	if (sel->has_hmem) {
 		const struct fi_info *probe_info = NULL;
 		for (int i = 0; i < sel->ndevs && !probe_info; i++)
 			probe_info = sel->devs[i].hmem_info;
-		fab_probe_run(probe_info, &p->disc.probe);
+		ofi_probe_run(probe_info, &p->disc.probe);
 	}
-	fab_policy_hmem(sel, &p->disc.probe, &p->cuda, &p->cfg, p->disc.runtime_version, &p->hmem);
+	policy_hmem(sel, &p->disc.probe, &p->cuda, &p->cfg, p->disc.runtime_version, &p->hmem);
 
 	p->ndevs = sel->ndevs;
 	for (int i = 0; i < sel->ndevs; i++) {
-		struct fab_device *dev = &p->devs[i];
+		struct proto_device *dev = &p->devs[i];
 		dev->index = i;
 		dev->choice = sel->devs[i];
 		pthread_mutex_init(&dev->open_lock, NULL);
@@ -281,50 +281,50 @@ static struct fab_plugin *plugin_create(int *rc)
 			    dev->choice.host_info ? dev->choice.host_info : dev->choice.hmem_info;
 		/* Directed receives: a connection's data receives then match only
 		 * its peer, so another process cannot fill them by guessing tags. */
-		dev->directed_info = fab_info_with_caps(dev->info, FI_DIRECTED_RECV);
+		dev->directed_info = ofi_info_with_caps(dev->info, FI_DIRECTED_RECV);
 		if (dev->directed_info)
 			dev->info = dev->directed_info;
-		unsigned bits = fab_policy_tag_bits(dev->info->ep_attr->mem_tag_format);
+		unsigned bits = policy_tag_bits(dev->info->ep_attr->mem_tag_format);
 		proto_tag_layout_init(&dev->layout, bits);
 		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
 		size_t inject = dev->info->tx_attr ? dev->info->tx_attr->inject_size : 0;
-		dev->eager_max = fab_policy_eager(sel->provider, inject, (long)p->cfg.v[FAB_CFG_EAGER_MAX].i,
+		dev->eager_max = policy_eager(sel->provider, inject, (long)p->cfg.v[CFG_EAGER_MAX].i,
 						  dev->eager_reason, sizeof(dev->eager_reason));
-		dev->timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_TIMEOUT].i * 1000000000ULL;
-		dev->peer_timeout_ns = (uint64_t)p->cfg.v[FAB_CFG_PEER_TIMEOUT].i * 1000000000ULL;
+		dev->timeout_ns = (uint64_t)p->cfg.v[CFG_TIMEOUT].i * 1000000000ULL;
+		dev->peer_timeout_ns = (uint64_t)p->cfg.v[CFG_PEER_TIMEOUT].i * 1000000000ULL;
 		dev->flush = (int)p->hmem.flush;
 		dev->dmabuf = p->hmem.dmabuf;
 		dev->provider = p->disc.sel.provider;
-		dev->cq_batch = (int)p->cfg.v[FAB_CFG_CQ_BATCH].i;
-		dev->rma_cfg = p->cfg.v[FAB_CFG_RMA].i != 0;
-		dev->flush_rma = dev->hmem && p->hmem.flush == FAB_FLUSH_RMA_READ;
+		dev->cq_batch = (int)p->cfg.v[CFG_CQ_BATCH].i;
+		dev->rma_cfg = p->cfg.v[CFG_RMA].i != 0;
+		dev->flush_rma = dev->hmem && p->hmem.flush == POLICY_FLUSH_RMA_READ;
 		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
-		struct fab_rails_choice rails;
+		struct policy_rails_choice rails;
 		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-		fab_policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,
-				 (int)p->cfg.v[FAB_CFG_RAILS].i, (int)p->cfg.v[FAB_CFG_PROGRESS_THREADS].i,
+		policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,
+				 (int)p->cfg.v[CFG_RAILS].i, (int)p->cfg.v[CFG_PROGRESS_THREADS].i,
 				 &rails);
 		dev->nrails = rails.rails;
 		dev->progress_threads = rails.threads;
-		fab_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
+		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
 		device_props(p, dev);
 	}
 	*rc = 0;
 	return p;
 }
 
-int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger)
+int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger)
 {
 	if (ctx)
 		*ctx = NULL;
 	pthread_mutex_lock(&plugin_lock);
 	if (logger)
-		fab_log_set_logger(logger);
+		log_set_logger(logger);
 	else
-		fab_log_read_env();
+		log_read_env();
 	int rc = 0;
 	if (!plugin) {
-		struct fab_plugin *p = plugin_create(&rc);
+		struct core_plugin *p = plugin_create(&rc);
 		if (!p) {
 			pthread_mutex_unlock(&plugin_lock);
 			return rc;
@@ -333,12 +333,12 @@ int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogge
 		log_decision(p);
 	}
 	if (ctx) {
-		struct fab_ctx *c = calloc(1, sizeof(*c));
+		struct core_ctx *c = calloc(1, sizeof(*c));
 		if (!c) {
 			pthread_mutex_unlock(&plugin_lock);
 			return -FI_ENOMEM;
 		}
-		c->magic = FAB_CTX_MAGIC;
+		c->magic = CORE_CTX_MAGIC;
 		c->comm_id = comm_id;
 		c->traffic_class = traffic_class;
 		*ctx = c;
@@ -348,39 +348,39 @@ int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogge
 	return 0;
 }
 
-int fab_net_finalize(void *ctx)
+int net_finalize(void *ctx)
 {
-	struct fab_ctx *c = ctx;
+	struct core_ctx *c = ctx;
 	/* NCCL 2.28 also calls finalize after a failed init, with whatever ctx
 	 * holds: only a context this plugin made counts. */
-	if (!c || c->magic != FAB_CTX_MAGIC)
+	if (!c || c->magic != CORE_CTX_MAGIC)
 		return 0;
 	pthread_mutex_lock(&plugin_lock);
 	c->magic = 0;
 	free(c);
 	if (plugin && --plugin->refs == 0) {
-		struct fab_plugin *p = plugin;
+		struct core_plugin *p = plugin;
 		__atomic_store_n(&plugin, NULL, __ATOMIC_RELEASE);
 		plugin_free(p);
-		FAB_INFO(NCCL_INIT | NCCL_NET, "finalized: every libfabric object closed");
-		fab_log_set_logger(NULL);
+		LOG_INFO(NCCL_INIT | NCCL_NET, "finalized: every libfabric object closed");
+		log_set_logger(NULL);
 	}
 	pthread_mutex_unlock(&plugin_lock);
 	return 0;
 }
 
-int fab_net_devices(int *ndev)
+int net_devices(int *ndev)
 {
-	struct fab_plugin *p = fab_plugin_get();
+	struct core_plugin *p = core_plugin_get();
 	*ndev = p ? p->ndevs : 0;
 	return 0;
 }
 
-int fab_net_get_properties(int dev, struct fab_props *props)
+int net_get_properties(int dev, struct net_props *props)
 {
-	struct fab_plugin *p = fab_plugin_get();
+	struct core_plugin *p = core_plugin_get();
 	if (!p || dev < 0 || dev >= p->ndevs) {
-		FAB_WARN(NCCL_NET, "getProperties: device %d does not exist", dev);
+		LOG_WARN(NCCL_NET, "getProperties: device %d does not exist", dev);
 		return -FI_EINVAL;
 	}
 	*props = p->devs[dev].props;

@@ -8,8 +8,8 @@
  * the settings (frozen), the discovery results, the GPU-memory decision and the
  * devices. Devices open their libfabric domain at first use.
  */
-#ifndef FAB_CORE_PLUGIN_H
-#define FAB_CORE_PLUGIN_H
+#ifndef CORE_PLUGIN_H
+#define CORE_PLUGIN_H
 
 #include <limits.h>
 #include <pthread.h>
@@ -18,18 +18,18 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 #include "cfg/cfg.h"
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "policy/policy.h"
 #include "proto/proto_tag.h"
 #include "util/list.h"
 
-#define FAB_PLUGIN_NAME "Fabric"
-#define FAB_PLUGIN_VERSION "0.1.0"
+#define CORE_PLUGIN_NAME "Fabric"
+#define CORE_PLUGIN_VERSION "0.1.0"
 
 /* Properties at the newest layout; adapters copy the fields their version has. */
-struct fab_props {
+struct net_props {
 	const char *name;
 	const char *pci_path;
 	uint64_t guid;
@@ -51,13 +51,13 @@ struct fab_props {
 	int16_t rail_id, plane_id;
 };
 
-struct fab_device {
+struct proto_device {
 	int index;
-	struct fab_dev_choice choice;
+	struct policy_dev_choice choice;
 	const struct fi_info *info;   /* the entry endpoints are opened with */
 	struct fi_info *directed_info;/* info asked again with FI_DIRECTED_RECV (owned), or NULL */
 	bool hmem;                    /* GPU buffers go to this device */
-	struct fab_props props;
+	struct net_props props;
 	char pci_path[PATH_MAX];
 	char speed_source[64];
 	struct proto_tag_layout layout;
@@ -66,7 +66,7 @@ struct fab_device {
 	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX */
 	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
 	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
-	int flush;                    /* enum fab_flush_method, for GPU buffers */
+	int flush;                    /* enum policy_flush_method, for GPU buffers */
 	bool dmabuf;                  /* DMA-BUF registration offered */
 	const char *provider;         /* the selected provider's name (discovery's) */
 	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
@@ -75,54 +75,54 @@ struct fab_device {
 	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
 	bool progress_threads;
-	char rails_reason[FAB_REASON_LEN];
+	char rails_reason[POLICY_REASON_LEN];
 	char eager_reason[96];
 	pthread_mutex_t open_lock;
-	struct fab_domain *dom;       /* NULL until first use */
-	char open_error[FAB_REASON_LEN];
+	struct ofi_domain *dom;       /* NULL until first use */
+	char open_error[POLICY_REASON_LEN];
 };
 
-struct fab_plugin {
+struct core_plugin {
 	int refs;
-	struct fab_cfg cfg;
+	struct cfg_values cfg;
 	int cfg_invalid;
-	struct fab_discovery disc;
-	struct fab_cuda_info cuda;
-	struct fab_hmem_decision hmem;
+	struct ofi_discovery disc;
+	struct policy_cuda_info cuda;
+	struct policy_hmem_decision hmem;
 	int ndevs;
-	struct fab_device devs[FAB_POLICY_MAX_DEVS];
+	struct proto_device devs[POLICY_MAX_DEVS];
 	void *libfabric_pin;
 };
 
 /* The live plugin context, or NULL outside init..finalize. */
-struct fab_plugin *fab_plugin_get(void);
+struct core_plugin *core_plugin_get(void);
 
-/* Internal API: NCCL's semantics (see abi/nccl_net_abi.h), except that each
- * returns 0 or a negative FI_* code (fab/fab.h, "Errors"); abi_result() in
+/* Internal API: NCCL's semantics (see nccl/nccl_net.h), except that each
+ * returns 0 or a negative FI_* code (ofi/ofi.h, "Errors"); abi_result() in
  * abi/abi_common.c makes that NCCL's ncclResult_t. */
-int fab_net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger);
-int fab_net_finalize(void *ctx);
-int fab_net_devices(int *ndev);
-int fab_net_get_properties(int dev, struct fab_props *props);
-int fab_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-int fab_net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm);
-int fab_net_accept(void *listen_comm, void **recv_comm);
-int fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-int fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger);
+int net_finalize(void *ctx);
+int net_devices(int *ndev);
+int net_get_properties(int dev, struct net_props *props);
+int net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+int net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm);
+int net_accept(void *listen_comm, void **recv_comm);
+int net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+int net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
 			  int fd, void **mhandle);
-int fab_net_dereg_mr(void *comm, void *mhandle);
-int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+int net_dereg_mr(void *comm, void *mhandle);
+int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		  void **request);
-int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		  void **mhandles, void **request);
-int fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+int net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 		   void **request);
-int fab_net_test(void *request, int *done, int *sizes);
-int fab_net_close_send(void *send_comm);
-int fab_net_close_recv(void *recv_comm);
-int fab_net_close_listen(void *listen_comm);
+int net_test(void *request, int *done, int *sizes);
+int net_close_send(void *send_comm);
+int net_close_recv(void *recv_comm);
+int net_close_listen(void *listen_comm);
 
 /* The report behind nccl-fabric-info (core/report.c). */
-int fab_report_write(FILE *out, int flags); /* NCCL_FABRIC_REPORT_* */
+int core_report_write(FILE *out, int flags); /* NCCL_FABRIC_REPORT_* */
 
 #endif

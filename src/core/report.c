@@ -20,28 +20,28 @@
 #include "util/util.h"
 
 struct report_view {
-	const struct fab_cfg *cfg;
-	const struct fab_discovery *disc;
-	const struct fab_cuda_info *cuda;
-	const struct fab_hmem_decision *hmem;
-	const struct fab_device *devs;
+	const struct cfg_values *cfg;
+	const struct ofi_discovery *disc;
+	const struct policy_cuda_info *cuda;
+	const struct policy_hmem_decision *hmem;
+	const struct proto_device *devs;
 	int ndevs;
-	int dev_cuda_rc[FAB_POLICY_MAX_DEVS]; /* each device's own endpoint answer */
-	bool dev_cuda_known[FAB_POLICY_MAX_DEVS];
+	int dev_cuda_rc[POLICY_MAX_DEVS]; /* each device's own endpoint answer */
+	bool dev_cuda_known[POLICY_MAX_DEVS];
 	bool live;
 };
 
 static const char *tostr_caps(uint64_t caps)
 {
 	static char buf[512];
-	fab_strlcpy(buf, fi_tostr(&caps, FI_TYPE_CAPS), sizeof(buf));
+	util_strlcpy(buf, fi_tostr(&caps, FI_TYPE_CAPS), sizeof(buf));
 	return buf;
 }
 
 static const char *tostr_mr_mode(int mr_mode)
 {
 	static char buf[256];
-	fab_strlcpy(buf, fi_tostr(&mr_mode, FI_TYPE_MR_MODE), sizeof(buf));
+	util_strlcpy(buf, fi_tostr(&mr_mode, FI_TYPE_MR_MODE), sizeof(buf));
 	return buf;
 }
 
@@ -50,7 +50,7 @@ static const char *tostr_progress(enum fi_progress p)
 	static char buf[2][64];
 	static int k;
 	k ^= 1;
-	fab_strlcpy(buf[k], fi_tostr(&p, FI_TYPE_PROGRESS), sizeof(buf[k]));
+	util_strlcpy(buf[k], fi_tostr(&p, FI_TYPE_PROGRESS), sizeof(buf[k]));
 	return buf[k];
 }
 
@@ -66,14 +66,14 @@ static const char *ptr_text(int ptr)
 static void ask_devices(struct report_view *v)
 {
 	for (int i = 0; i < v->ndevs; i++) {
-		const struct fab_device *dev = &v->devs[i];
+		const struct proto_device *dev = &v->devs[i];
 		if (dev->dom && dev->dom->nep > 0) {
 			v->dev_cuda_rc[i] = dev->dom->eps[0]->cuda_api_rc;
 			v->dev_cuda_known[i] = true;
 			continue;
 		}
-		struct fab_probe pr;
-		fab_probe_run(dev->info, &pr);
+		struct policy_probe pr;
+		ofi_probe_run(dev->info, &pr);
 		v->dev_cuda_known[i] = pr.opened;
 		v->dev_cuda_rc[i] = pr.cuda_api_permitted_rc;
 	}
@@ -81,11 +81,11 @@ static void ask_devices(struct report_view *v)
 
 static void write_candidates(FILE *out, const struct report_view *v)
 {
-	const struct fab_discovery *d = v->disc;
-	const struct fab_selection *sel = &d->sel;
+	const struct ofi_discovery *d = v->disc;
+	const struct policy_selection *sel = &d->sel;
 	fprintf(out, "\nDiscovery (fi_getinfo, RDM endpoints, in order):\n");
 	for (int a = 0; a < d->nattempts; a++) {
-		const struct fab_attempt_result *r = &d->attempts[a];
+		const struct policy_attempt_result *r = &d->attempts[a];
 		int n = 0;
 		for (const struct fi_info *i = r->rc ? NULL : r->infos; i; i = i->next)
 			n++;
@@ -101,7 +101,7 @@ static void write_candidates(FILE *out, const struct report_view *v)
 	if (!sel->ncands)
 		fprintf(out, "  (none: no provider answered any attempt)\n");
 	for (int c = 0; c < sel->ncands; c++) {
-		const struct fab_cand *cd = &sel->cands[c];
+		const struct policy_cand *cd = &sel->cands[c];
 		const struct fi_info *i = cd->info;
 		fprintf(out, "  %2d. %-14s domain %-8s fabric %-16s from attempt %d (API %u.%u)", c,
 			cd->prov, cd->domain, cd->fabric, cd->attempt + 1, FI_MAJOR(cd->api_version),
@@ -131,7 +131,7 @@ static void write_candidates(FILE *out, const struct report_view *v)
  * FI_HMEM (it decides), else what device 0's own endpoint said (informative). */
 static void write_answer_line(FILE *out, const struct report_view *v)
 {
-	const struct fab_discovery *d = v->disc;
+	const struct ofi_discovery *d = v->disc;
 	if (d->probe.attempted && d->probe.opened)
 		fprintf(out, "  answer:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n",
 			v->hmem->answer);
@@ -142,7 +142,7 @@ static void write_answer_line(FILE *out, const struct report_view *v)
 		fprintf(out,
 			"  answer:    FI_OPT_CUDA_API_PERMITTED=false answered %s (device 0's "
 			"endpoint; it does not decide: the provider has no FI_HMEM entry)\n",
-			fab_policy_cuda_answer(v->dev_cuda_rc[0], d->runtime_version));
+			policy_cuda_answer(v->dev_cuda_rc[0], d->runtime_version));
 	else
 		fprintf(out, "  answer:    not asked: %s\n",
 			v->disc->sel.ok ? "the provider has no FI_HMEM entry" : "no provider");
@@ -150,10 +150,10 @@ static void write_answer_line(FILE *out, const struct report_view *v)
 
 static void write_text(FILE *out, struct report_view *v, int flags)
 {
-	const struct fab_discovery *d = v->disc;
-	const struct fab_selection *sel = &d->sel;
+	const struct ofi_discovery *d = v->disc;
+	const struct policy_selection *sel = &d->sel;
 	fprintf(out, "nccl-fabric %s: libnccl-net-fabric.so, NCCL network \"%s\"\n",
-		FAB_PLUGIN_VERSION, FAB_PLUGIN_NAME);
+		CORE_PLUGIN_VERSION, CORE_PLUGIN_NAME);
 
 	/* The verdict first: one screen that answers "what will NCCL get, and why". */
 	fprintf(out, "\nVerdict:\n");
@@ -172,7 +172,7 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				ptr_text(v->devs[i].props.ptr_support));
 		fputc('\n', out);
 		write_answer_line(out, v);
-		fprintf(out, "  verdict:   %s\n", fab_policy_verdict_name(v->hmem->verdict));
+		fprintf(out, "  verdict:   %s\n", policy_verdict_name(v->hmem->verdict));
 		fprintf(out, "  why:       %s\n", v->hmem->reason);
 		fprintf(out, "  NCCL:      %s\n", v->hmem->nccl_effect);
 		fprintf(out, "  remedy:    %s\n", v->hmem->remedy);
@@ -186,8 +186,8 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 	if (sel->ok) {
 		fprintf(out, "\nDevices NCCL sees (%d):\n", v->ndevs);
 		for (int i = 0; i < v->ndevs; i++) {
-			const struct fab_device *dev = &v->devs[i];
-			const struct fab_props *p = &dev->props;
+			const struct proto_device *dev = &v->devs[i];
+			const struct net_props *p = &dev->props;
 			fprintf(out, "  %d: %s  (provider %s, fabric %s, API %u.%u)\n", i, p->name,
 				sel->provider, dev->info->fabric_attr->name,
 				FI_MAJOR(dev->info->fabric_attr->api_version),
@@ -205,31 +205,31 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 			if (v->dev_cuda_known[i])
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED=false on its endpoint: %d, %s\n",
 					v->dev_cuda_rc[i],
-					fab_policy_cuda_answer(v->dev_cuda_rc[i], d->runtime_version));
+					policy_cuda_answer(v->dev_cuda_rc[i], d->runtime_version));
 			else
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
-			bool rma = fab_info_rma_write(dev->info);
+			bool rma = ofi_info_rma_write(dev->info);
 			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s; a receive "
 				"that can only get eager messages sends no clear-to-send (lazy: only if "
 				"it still waits after 1 ms); control messages untagged\n",
 				dev->rails_reason, dev->eager_reason,
-				rma && v->cfg->v[FAB_CFG_RMA].i ? "one RMA write each (NCCL_FABRIC_RMA=1)" :
+				rma && v->cfg->v[CFG_RMA].i ? "one RMA write each (NCCL_FABRIC_RMA=1)" :
 				rma ? "one tagged send after the clear-to-send (RMA writes possible: "
 				      "NCCL_FABRIC_RMA=1)" :
 				      "one tagged send after the clear-to-send (no RMA writes with CQ data)");
 			fprintf(out, "     faults: a silent peer is pinged after 1 s and declared gone after "
 				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s\n",
-				(long long)v->cfg->v[FAB_CFG_PEER_TIMEOUT].i,
+				(long long)v->cfg->v[CFG_PEER_TIMEOUT].i,
 				(dev->info->caps & FI_DIRECTED_RECV) ?
 				"accept only the connection's peer (FI_DIRECTED_RECV)" :
 				"accept any source (the provider lacks FI_DIRECTED_RECV): only the tag "
 				"keeps other processes' messages out");
 		}
 		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
-			v->cfg->v[FAB_CFG_HMEM].s);
-		fprintf(out, "  verdict:  %s\n", fab_policy_verdict_name(v->hmem->verdict));
+			v->cfg->v[CFG_HMEM].s);
+		fprintf(out, "  verdict:  %s\n", policy_verdict_name(v->hmem->verdict));
 		fprintf(out, "  probe:    FI_OPT_CUDA_API_PERMITTED=false answered %s\n", v->hmem->answer);
 		fprintf(out, "  GPUDirect (FI_OPT_FI_HMEM_P2P): %s\n", v->hmem->p2p);
 		fprintf(out, "  DMA-BUF:  %s\n", v->hmem->dmabuf_reason);
@@ -251,7 +251,7 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 		fprintf(out, "%s\n", v->cuda->error[0] ? v->cuda->error : "not found");
 
 	fprintf(out, "\nSettings:\n");
-	fab_cfg_dump(v->cfg, out, 0);
+	cfg_dump(v->cfg, out, 0);
 
 	if (flags & NCCL_FABRIC_REPORT_CANDIDATES) {
 		write_candidates(out, v);
@@ -277,19 +277,19 @@ static void json_kv_str(FILE *out, const char *k, const char *v, bool comma)
 
 static void write_json(FILE *out, struct report_view *v)
 {
-	const struct fab_discovery *d = v->disc;
-	const struct fab_selection *sel = &d->sel;
+	const struct ofi_discovery *d = v->disc;
+	const struct policy_selection *sel = &d->sel;
 	char buf[64];
 	fputc('{', out);
-	json_kv_str(out, "plugin_version", FAB_PLUGIN_VERSION, true);
-	json_kv_str(out, "network", FAB_PLUGIN_NAME, true);
+	json_kv_str(out, "plugin_version", CORE_PLUGIN_VERSION, true);
+	json_kv_str(out, "network", CORE_PLUGIN_NAME, true);
 	snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version));
 	json_kv_str(out, "libfabric_runtime", buf, true);
 	snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
 	json_kv_str(out, "libfabric_build", buf, true);
 	fputs("\"attempts\":[", out);
 	for (int a = 0; a < d->nattempts; a++) {
-		const struct fab_attempt_result *r = &d->attempts[a];
+		const struct policy_attempt_result *r = &d->attempts[a];
 		int n = 0;
 		for (const struct fi_info *i = r->rc ? NULL : r->infos; i; i = i->next)
 			n++;
@@ -304,7 +304,7 @@ static void write_json(FILE *out, struct report_view *v)
 	}
 	fputs("],\"candidates\":[", out);
 	for (int c = 0; c < sel->ncands; c++) {
-		const struct fab_cand *cd = &sel->cands[c];
+		const struct policy_cand *cd = &sel->cands[c];
 		const struct fi_info *i = cd->info;
 		fprintf(out, "%s{", c ? "," : "");
 		json_kv_str(out, "provider", cd->prov, true);
@@ -334,8 +334,8 @@ static void write_json(FILE *out, struct report_view *v)
 	json_kv_str(out, "error", v->cuda->error, false);
 	fputs("},\"devices\":[", out);
 	for (int i = 0; i < v->ndevs; i++) {
-		const struct fab_device *dev = &v->devs[i];
-		const struct fab_props *p = &dev->props;
+		const struct proto_device *dev = &v->devs[i];
+		const struct net_props *p = &dev->props;
 		fprintf(out, "%s{\"index\":%d,", i ? "," : "", i);
 		json_kv_str(out, "name", p->name, true);
 		json_kv_str(out, "fabric", dev->info->fabric_attr->name, true);
@@ -357,15 +357,15 @@ static void write_json(FILE *out, struct report_view *v)
 		else
 			fputs("null,", out);
 		json_kv_str(out, "cuda_api_permitted",
-			    v->dev_cuda_known[i] ? fab_policy_cuda_answer(v->dev_cuda_rc[i], v->disc->runtime_version) :
+			    v->dev_cuda_known[i] ? policy_cuda_answer(v->dev_cuda_rc[i], v->disc->runtime_version) :
 						   "endpoint could not be opened",
 			    false);
 		fputc('}', out);
 	}
 	fputs("],\"hmem\":{", out);
 	if (sel->ok) {
-		json_kv_str(out, "setting", v->cfg->v[FAB_CFG_HMEM].s, true);
-		json_kv_str(out, "verdict", fab_policy_verdict_name(v->hmem->verdict), true);
+		json_kv_str(out, "setting", v->cfg->v[CFG_HMEM].s, true);
+		json_kv_str(out, "verdict", policy_verdict_name(v->hmem->verdict), true);
 		fprintf(out, "\"use_hmem\":%s,\"dmabuf\":%s,\"ptrSupport\":%d,",
 			v->hmem->use_hmem ? "true" : "false", v->hmem->dmabuf ? "true" : "false",
 			v->hmem->ptr_support);
@@ -377,7 +377,7 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "gpudirect", v->hmem->p2p, true);
 		json_kv_str(out, "reason", v->hmem->reason, true);
 		json_kv_str(out, "dmabuf_reason", v->hmem->dmabuf_reason, true);
-		json_kv_str(out, "flush", fab_policy_flush_name(v->hmem->flush), true);
+		json_kv_str(out, "flush", policy_flush_name(v->hmem->flush), true);
 		json_kv_str(out, "flush_reason", v->hmem->flush_reason, true);
 		fprintf(out, "\"force_flush\":%s,", v->hmem->force_flush ? "true" : "false");
 		json_kv_str(out, "nccl_effect", v->hmem->nccl_effect, true);
@@ -385,11 +385,11 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "warning", v->hmem->warning, false);
 	}
 	fputs("},\"settings\":", out);
-	fab_cfg_dump(v->cfg, out, 1);
+	cfg_dump(v->cfg, out, 1);
 	fputs("}\n", out);
 }
 
-int fab_report_write(FILE *out, int flags)
+int core_report_write(FILE *out, int flags)
 {
 	int json = flags & NCCL_FABRIC_REPORT_JSON;
 	struct report_view v;
@@ -397,9 +397,9 @@ int fab_report_write(FILE *out, int flags)
 	int rc;
 	void *ctx = NULL;
 	int res = 0;
-	if (!fab_plugin_get())
-		res = fab_net_init(&ctx, 0, 0, NULL); /* the report holds its own reference */
-	struct fab_plugin *p = fab_plugin_get();
+	if (!core_plugin_get())
+		res = net_init(&ctx, 0, 0, NULL); /* the report holds its own reference */
+	struct core_plugin *p = core_plugin_get();
 	if (res == 0 && p) {
 		v.cfg = &p->cfg;
 		v.disc = &p->disc;
@@ -414,20 +414,20 @@ int fab_report_write(FILE *out, int flags)
 		else
 			write_text(out, &v, flags);
 		if (ctx)
-			fab_net_finalize(ctx);
+			net_finalize(ctx);
 		return 0;
 	}
 	/* No provider: run the same discovery to show why. */
-	struct fab_cfg cfg;
-	struct fab_discovery *disc = calloc(1, sizeof(*disc));
-	struct fab_cuda_info cuda;
-	struct fab_hmem_decision hmem;
+	struct cfg_values cfg;
+	struct ofi_discovery *disc = calloc(1, sizeof(*disc));
+	struct policy_cuda_info cuda;
+	struct policy_hmem_decision hmem;
 	if (!disc)
 		return 1;
-	fab_cfg_load(&cfg, NULL, NULL);
-	fab_cuda_open(&cuda);
-	fab_discover(&cfg, disc);
-	fab_policy_hmem(&disc->sel, &disc->probe, &cuda, &cfg, disc->runtime_version, &hmem);
+	cfg_load(&cfg, NULL, NULL);
+	cuda_open(&cuda);
+	ofi_discover(&cfg, disc);
+	policy_hmem(&disc->sel, &disc->probe, &cuda, &cfg, disc->runtime_version, &hmem);
 	v.cfg = &cfg;
 	v.disc = disc;
 	v.cuda = &cuda;
@@ -437,36 +437,36 @@ int fab_report_write(FILE *out, int flags)
 	else
 		write_text(out, &v, flags);
 	rc = disc->sel.ok ? 0 : 1;
-	fab_discovery_free(disc);
+	ofi_discovery_free(disc);
 	free(disc);
-	fab_cuda_close();
+	cuda_close();
 	return rc;
 }
 
 /* ---------------- the tools table ---------------- */
 
-static int tools_report(FILE *out, int flags) { return fab_report_write(out, flags); }
+static int tools_report(FILE *out, int flags) { return core_report_write(out, flags); }
 
 static const char *tools_provider(void)
 {
-	struct fab_plugin *p = fab_plugin_get();
+	struct core_plugin *p = core_plugin_get();
 	return p && p->disc.sel.ok ? p->disc.sel.provider : NULL;
 }
 
 static void tools_settings(FILE *out, int json)
 {
-	struct fab_plugin *p = fab_plugin_get();
-	struct fab_cfg cfg;
+	struct core_plugin *p = core_plugin_get();
+	struct cfg_values cfg;
 	if (!p)
-		fab_cfg_load(&cfg, NULL, NULL);
-	fab_cfg_dump(p ? &p->cfg : &cfg, out, json);
+		cfg_load(&cfg, NULL, NULL);
+	cfg_dump(p ? &p->cfg : &cfg, out, json);
 	if (json)
 		fputc('\n', out);
 }
 
-FAB_EXPORT const ncclFabricTools_v1_t ncclFabricTools_v1 = {
+UTIL_EXPORT const ncclFabricTools_v1_t ncclFabricTools_v1 = {
 	.version = NCCL_FABRIC_TOOLS_VERSION,
-	.plugin_version = FAB_PLUGIN_VERSION,
+	.plugin_version = CORE_PLUGIN_VERSION,
 	.report = tools_report,
 	.provider = tools_provider,
 	.settings = tools_settings,

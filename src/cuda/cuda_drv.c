@@ -13,14 +13,14 @@ typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 enum {
-	FAB_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED = 116,
-	FAB_CU_ATTR_DMA_BUF_SUPPORTED = 124,
-	FAB_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING = 118,
-	FAB_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
-	FAB_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
-	FAB_CU_MEMORYTYPE_DEVICE = 2,
-	FAB_CU_FLUSH_TARGET_CURRENT_CTX = 0,
-	FAB_CU_FLUSH_TO_OWNER = 100,
+	CUDA_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED = 116,
+	CUDA_CU_ATTR_DMA_BUF_SUPPORTED = 124,
+	CUDA_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING = 118,
+	CUDA_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+	CUDA_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+	CUDA_CU_MEMORYTYPE_DEVICE = 2,
+	CUDA_CU_FLUSH_TARGET_CURRENT_CTX = 0,
+	CUDA_CU_FLUSH_TO_OWNER = 100,
 };
 
 static struct {
@@ -45,7 +45,7 @@ static const char *cu_err(CUresult r)
 	return "unknown CUDA error";
 }
 
-void fab_cuda_open(struct fab_cuda_info *info)
+void cuda_open(struct policy_cuda_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	pthread_mutex_lock(&drv.lock);
@@ -99,20 +99,20 @@ void fab_cuda_open(struct fab_cuda_info *info)
 		int v = 0;
 		if (drv.device_get(&dev, i))
 			continue;
-		if (drv.device_attr(&v, FAB_CU_ATTR_DMA_BUF_SUPPORTED, dev) || !v)
+		if (drv.device_attr(&v, CUDA_CU_ATTR_DMA_BUF_SUPPORTED, dev) || !v)
 			info->dmabuf = false;
 		v = 0;
-		if (drv.device_attr(&v, FAB_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev) || !v)
+		if (drv.device_attr(&v, CUDA_CU_ATTR_GPU_DIRECT_RDMA_SUPPORTED, dev) || !v)
 			info->gdr = false;
 		v = 0; /* a flush scope: >= "to owner" means the GPU orders the writes */
-		if (drv.device_attr(&v, FAB_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING, dev) ||
-		    v < FAB_CU_FLUSH_TO_OWNER)
+		if (drv.device_attr(&v, CUDA_CU_ATTR_GPU_DIRECT_RDMA_WRITES_ORDERING, dev) ||
+		    v < CUDA_CU_FLUSH_TO_OWNER)
 			info->writes_ordered = false;
 	}
 	info->flush = drv.flush != NULL;
 }
 
-void fab_cuda_close(void)
+void cuda_close(void)
 {
 	/* The driver stays loaded (RTLD_NODELETE): NCCL holds it anyway, and
 	 * unloading a driver after cuInit is not something it supports. */
@@ -122,24 +122,24 @@ void fab_cuda_close(void)
 	pthread_mutex_unlock(&drv.lock);
 }
 
-int fab_cuda_pointer_device(const void *p)
+int cuda_pointer_device(const void *p)
 {
 	unsigned int type = 0;
 	int ordinal = -1;
 	if (!drv.pointer_attr)
 		return -1;
-	if (drv.pointer_attr(&type, FAB_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) ||
-	    type != FAB_CU_MEMORYTYPE_DEVICE)
+	if (drv.pointer_attr(&type, CUDA_CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) ||
+	    type != CUDA_CU_MEMORYTYPE_DEVICE)
 		return -1;
-	if (drv.pointer_attr(&ordinal, FAB_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+	if (drv.pointer_attr(&ordinal, CUDA_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
 			     (CUdeviceptr)(uintptr_t)p))
 		return -1;
 	return ordinal;
 }
 
-int fab_cuda_flush_gdr_writes(void)
+int cuda_flush_gdr_writes(void)
 {
 	if (!drv.flush)
 		return -1;
-	return drv.flush(FAB_CU_FLUSH_TARGET_CURRENT_CTX, FAB_CU_FLUSH_TO_OWNER);
+	return drv.flush(CUDA_CU_FLUSH_TARGET_CURRENT_CTX, CUDA_CU_FLUSH_TO_OWNER);
 }

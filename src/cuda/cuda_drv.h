@@ -4,18 +4,18 @@
  * presence is a run-time fact. Every call here is on the control path
  * (init, registration, flush); none is made per send, receive or test.
  */
-#ifndef FAB_CUDA_DRV_H
-#define FAB_CUDA_DRV_H
+#ifndef CUDA_DRV_H
+#define CUDA_DRV_H
 
 #include "policy/policy.h"
 
 /* Opens the driver and fills info (never fails: a missing driver is a fact,
  * recorded in info->error). */
-void fab_cuda_open(struct fab_cuda_info *info);
-void fab_cuda_close(void);
+void cuda_open(struct policy_cuda_info *info);
+void cuda_close(void);
 /* CUDA device ordinal owning p, or -1 when p is not device memory. */
-int fab_cuda_pointer_device(const void *p);
+int cuda_pointer_device(const void *p);
 /* cuFlushGPUDirectRDMAWrites for the current context; 0 or the CUresult. */
-int fab_cuda_flush_gdr_writes(void);
+int cuda_flush_gdr_writes(void);
 
 #endif

@@ -16,7 +16,7 @@ static _Atomic(ncclDebugLogger_t) nccl_logger;
 static atomic_int stderr_level = NCCL_LOG_WARN;
 static atomic_int trace_enabled;
 
-void fab_log_read_env(void)
+void log_read_env(void)
 {
 	const char *v = getenv("NCCL_DEBUG");
 	int level = NCCL_LOG_WARN; /* NCCL's own default prints WARN only */
@@ -38,13 +38,13 @@ void fab_log_read_env(void)
 	atomic_store(&trace_enabled, level >= NCCL_LOG_TRACE);
 }
 
-void fab_log_set_logger(ncclDebugLogger_t logger)
+void log_set_logger(ncclDebugLogger_t logger)
 {
 	atomic_store(&nccl_logger, logger);
-	fab_log_read_env();
+	log_read_env();
 }
 
-int fab_log_trace_enabled(void) { return atomic_load_explicit(&trace_enabled, memory_order_relaxed); }
+int log_trace_enabled(void) { return atomic_load_explicit(&trace_enabled, memory_order_relaxed); }
 
 static const char *level_name(ncclDebugLogLevel level)
 {
@@ -58,7 +58,7 @@ static const char *level_name(ncclDebugLogLevel level)
 	}
 }
 
-void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
+void log_msg(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
 	     const char *fmt, ...)
 {
 	ncclDebugLogger_t logger = atomic_load(&nccl_logger);
@@ -82,18 +82,18 @@ void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, in
 		level_name(level), msg);
 }
 
-unsigned long long fab_log_now_ns(void)
+unsigned long long log_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
 }
 
-int fab_ratelimit_take(struct fab_ratelimit *rl, unsigned long long now_ns, unsigned *held)
+int log_ratelimit_take(struct log_ratelimit *rl, unsigned long long now_ns, unsigned *held)
 {
 	unsigned long long next = atomic_load(&rl->next_ns);
 	if (now_ns < next ||
-	    !atomic_compare_exchange_strong(&rl->next_ns, &next, now_ns + FAB_RATELIMIT_NS)) {
+	    !atomic_compare_exchange_strong(&rl->next_ns, &next, now_ns + LOG_RATELIMIT_NS)) {
 		atomic_fetch_add(&rl->suppressed, 1);
 		*held = 0;
 		return 0;

@@ -5,29 +5,29 @@
  * NCCL_DEBUG levels. Messages start with "NET/Fabric" like NCCL's own
  * transports, so `grep NET/Fabric` finds them in a job log.
  */
-#ifndef FAB_LOG_H
-#define FAB_LOG_H
+#ifndef LOG_H
+#define LOG_H
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 
 /* Installs NCCL's logger (NULL returns to the stderr fallback). Thread-safe. */
-void fab_log_set_logger(ncclDebugLogger_t logger);
+void log_set_logger(ncclDebugLogger_t logger);
 /* Re-reads NCCL_DEBUG for the stderr fallback and the TRACE shortcut. */
-void fab_log_read_env(void);
+void log_read_env(void);
 /* True when TRACE lines can be printed: lets hot paths skip formatting. */
-int fab_log_trace_enabled(void);
+int log_trace_enabled(void);
 
-void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
+void log_msg(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
 	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-#define FAB_WARN(sub, fmt, ...) \
-	fab_log(NCCL_LOG_WARN, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
-#define FAB_INFO(sub, fmt, ...) \
-	fab_log(NCCL_LOG_INFO, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
-#define FAB_TRACE(sub, fmt, ...)                                                              \
+#define LOG_WARN(sub, fmt, ...) \
+	log_msg(NCCL_LOG_WARN, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
+#define LOG_INFO(sub, fmt, ...) \
+	log_msg(NCCL_LOG_INFO, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
+#define LOG_TRACE(sub, fmt, ...)                                                              \
 	do {                                                                                  \
-		if (fab_log_trace_enabled())                                                  \
-			fab_log(NCCL_LOG_TRACE, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, \
+		if (log_trace_enabled())                                                  \
+			log_msg(NCCL_LOG_TRACE, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, \
 				##__VA_ARGS__);                                               \
 	} while (0)
 
@@ -35,27 +35,27 @@ void fab_log(ncclDebugLogLevel level, unsigned long subsys, const char *file, in
  * messages, refused addresses) are rate-limited per call site: one a second,
  * the next one saying how many were held back, so a hostile or broken peer
  * cannot flood the job log. */
-struct fab_ratelimit {
+struct log_ratelimit {
 	_Atomic unsigned long long next_ns; /* no WARN before this time */
 	_Atomic unsigned suppressed;        /* held back since the last one */
 };
-#define FAB_RATELIMIT_NS 1000000000ULL
+#define LOG_RATELIMIT_NS 1000000000ULL
 /* True when a WARN may be logged at now_ns; *held gets how many were held back
  * before it. Thread-safe; one winner per interval. */
-int fab_ratelimit_take(struct fab_ratelimit *rl, unsigned long long now_ns, unsigned *held);
+int log_ratelimit_take(struct log_ratelimit *rl, unsigned long long now_ns, unsigned *held);
 
-#define FAB_WARN_LIMITED(sub, fmt, ...)                                                        \
+#define LOG_WARN_LIMITED(sub, fmt, ...)                                                        \
 	do {                                                                                   \
-		static struct fab_ratelimit fab_rl_;                                           \
-		unsigned fab_held_;                                                            \
-		if (fab_ratelimit_take(&fab_rl_, fab_log_now_ns(), &fab_held_)) {              \
-			if (fab_held_)                                                         \
-				FAB_WARN(sub, fmt " (%u more like it in the last second)",     \
-					 ##__VA_ARGS__, fab_held_);                            \
+		static struct log_ratelimit log_rl_;                                           \
+		unsigned log_held_;                                                            \
+		if (log_ratelimit_take(&log_rl_, log_now_ns(), &log_held_)) {              \
+			if (log_held_)                                                         \
+				LOG_WARN(sub, fmt " (%u more like it in the last second)",     \
+					 ##__VA_ARGS__, log_held_);                            \
 			else                                                                   \
-				FAB_WARN(sub, fmt, ##__VA_ARGS__);                             \
+				LOG_WARN(sub, fmt, ##__VA_ARGS__);                             \
 		}                                                                              \
 	} while (0)
-unsigned long long fab_log_now_ns(void);
+unsigned long long log_now_ns(void);
 
 #endif

@@ -12,14 +12,14 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 #include "util/util.h"
 
 /* NCCL_FABRIC_PROVIDER split into include (in preference order) and exclude lists. */
 struct name_list {
 	int ninc, nexc;
-	char inc[16][FAB_NAME_LEN];
-	char exc[16][FAB_NAME_LEN];
+	char inc[16][POLICY_NAME_LEN];
+	char exc[16][POLICY_NAME_LEN];
 	bool inc_exact[16], exc_exact[16]; /* the item is some listed provider's full name */
 };
 
@@ -29,7 +29,7 @@ static void parse_names(const char *text, struct name_list *l)
 	const char *p = text;
 	while (*p) {
 		size_t len = strcspn(p, ",");
-		char item[FAB_NAME_LEN];
+		char item[POLICY_NAME_LEN];
 		size_t s = 0, e = len;
 		while (s < e && (p[s] == ' ' || p[s] == '\t'))
 			s++;
@@ -39,9 +39,9 @@ static void parse_names(const char *text, struct name_list *l)
 			memcpy(item, p + s, e - s);
 			item[e - s] = '\0';
 			if (item[0] == '^' && item[1] && l->nexc < 16)
-				fab_strlcpy(l->exc[l->nexc++], item + 1, FAB_NAME_LEN);
+				util_strlcpy(l->exc[l->nexc++], item + 1, POLICY_NAME_LEN);
 			else if (item[0] != '^' && l->ninc < 16)
-				fab_strlcpy(l->inc[l->ninc++], item, FAB_NAME_LEN);
+				util_strlcpy(l->inc[l->ninc++], item, POLICY_NAME_LEN);
 		}
 		p += len;
 		if (*p == ',')
@@ -51,10 +51,10 @@ static void parse_names(const char *text, struct name_list *l)
 
 /* Newest API version the plugin asks for: its code is written against 1.17
  * structs and knows the 1.18 (CUDA_API_PERMITTED) and 1.20 (DMA-BUF) additions. */
-#define FAB_API_VERSION_MAX FI_VERSION(1, 22)
-#define FAB_API_VERSION_MIN FI_VERSION(1, 17)
+#define POLICY_API_VERSION_MAX FI_VERSION(1, 22)
+#define POLICY_API_VERSION_MIN FI_VERSION(1, 17)
 
-static void plan_one(struct fab_attempt_plan *p, bool local, bool hmem, bool rma, uint32_t api,
+static void plan_one(struct policy_attempt_plan *p, bool local, bool hmem, bool rma, uint32_t api,
 		     bool legacy)
 {
 	memset(p, 0, sizeof(*p));
@@ -66,24 +66,24 @@ static void plan_one(struct fab_attempt_plan *p, bool local, bool hmem, bool rma
 	 * when FI_LOCAL_COMM is asked for. */
 	p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) | (hmem ? FI_HMEM : 0) |
 		  (rma ? (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) : 0);
-	p->mode = FAB_SUPPORTED_MODE;
-	p->mr_mode = FAB_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
+	p->mode = POLICY_SUPPORTED_MODE;
+	p->mr_mode = POLICY_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
 	p->api_version = api;
 	snprintf(p->label, sizeof(p->label), "%s, %s%s%s", hmem ? "FI_HMEM" : "host memory",
 		 local ? "single-host allowed" : "FI_REMOTE_COMM", rma ? ", FI_RMA" : "",
 		 legacy ? ", API 1.17 (older providers)" : "");
 }
 
-int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
-		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS])
+int policy_plan(const struct cfg_values *cfg, uint32_t fi_version,
+		    struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS])
 {
-	uint32_t api = fi_version < FAB_API_VERSION_MAX ? fi_version : FAB_API_VERSION_MAX;
-	if (api < FAB_API_VERSION_MIN)
-		api = FAB_API_VERSION_MIN;
+	uint32_t api = fi_version < POLICY_API_VERSION_MAX ? fi_version : POLICY_API_VERSION_MAX;
+	if (api < POLICY_API_VERSION_MIN)
+		api = POLICY_API_VERSION_MIN;
 	/* Single-host providers never answer FI_REMOTE_COMM; ask for them only when
 	 * the user named providers, since they are used only when named. */
 	struct name_list names;
-	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
+	parse_names(cfg->v[CFG_PROVIDER].s, &names);
 	bool named = names.ninc > 0;
 	/* Each API 1.17 ask follows its newer twin at once, so the order of
 	 * preference (remote first, FI_HMEM first, RMA first) holds for providers
@@ -92,13 +92,13 @@ int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
 	for (int local = 0; local <= (named ? 1 : 0); local++)
 		for (int hmem = 1; hmem >= 0; hmem--)
 			for (int rma = 1; rma >= 0; rma--)
-				for (int legacy = 0; legacy <= (api > FAB_API_VERSION_MIN ? 1 : 0); legacy++)
+				for (int legacy = 0; legacy <= (api > POLICY_API_VERSION_MIN ? 1 : 0); legacy++)
 					plan_one(&plan[n++], local, hmem, rma,
-						 legacy ? FAB_API_VERSION_MIN : api, legacy);
+						 legacy ? POLICY_API_VERSION_MIN : api, legacy);
 	return n;
 }
 
-unsigned fab_policy_tag_bits(uint64_t fmt)
+unsigned policy_tag_bits(uint64_t fmt)
 {
 	/* 0 and the "generic" patterns (0xaaaa..., 0x5555...) mean all 64 bits are
 	 * the application's. Otherwise the highest set bit bounds the usable tag. */
@@ -107,12 +107,12 @@ unsigned fab_policy_tag_bits(uint64_t fmt)
 	return 64 - (unsigned)__builtin_clzll(fmt);
 }
 
-bool fab_policy_name_matches(const char *item, const char *prov)
+bool policy_name_matches(const char *item, const char *prov)
 {
 	return item[0] && !strcasecmp(item, prov);
 }
 
-bool fab_policy_name_matches_core(const char *item, const char *prov)
+bool policy_name_matches_core(const char *item, const char *prov)
 {
 	/* core name of a layered provider: "tcp" names "tcp;ofi_rxm" */
 	size_t n = strcspn(prov, ";");
@@ -121,7 +121,7 @@ bool fab_policy_name_matches_core(const char *item, const char *prov)
 
 static bool item_matches(const char *item, bool exact, const char *prov)
 {
-	return exact ? fab_policy_name_matches(item, prov) : fab_policy_name_matches_core(item, prov);
+	return exact ? policy_name_matches(item, prov) : policy_name_matches_core(item, prov);
 }
 
 static int include_rank(const struct name_list *l, const char *prov)
@@ -142,13 +142,13 @@ static bool excluded(const struct name_list *l, const char *prov)
 
 /* Decides, per item, which rule names its providers: the exact one when any
  * provider libfabric listed has that full name, else the core-name one. */
-static void resolve_names(struct name_list *l, const struct fab_selection *sel)
+static void resolve_names(struct name_list *l, const struct policy_selection *sel)
 {
 	for (int i = 0; i < l->ninc + l->nexc; i++) {
 		const char *item = i < l->ninc ? l->inc[i] : l->exc[i - l->ninc];
 		bool exact = false;
 		for (int k = 0; k < sel->ncands && !exact; k++)
-			exact = fab_policy_name_matches(item, sel->cands[k].prov);
+			exact = policy_name_matches(item, sel->cands[k].prov);
 		if (i < l->ninc)
 			l->inc_exact[i] = exact;
 		else
@@ -156,7 +156,7 @@ static void resolve_names(struct name_list *l, const struct fab_selection *sel)
 	}
 }
 
-static void describe_names(const struct name_list *l, const struct fab_selection *sel,
+static void describe_names(const struct name_list *l, const struct policy_selection *sel,
 			   char *buf, size_t len)
 {
 	size_t off = 0;
@@ -167,7 +167,7 @@ static void describe_names(const struct name_list *l, const struct fab_selection
 		bool exact = inc ? l->inc_exact[i] : l->exc_exact[i - l->ninc];
 		const char *layered = NULL;
 		for (int k = 0; k < sel->ncands && !exact && !layered; k++)
-			if (fab_policy_name_matches_core(item, sel->cands[k].prov))
+			if (policy_name_matches_core(item, sel->cands[k].prov))
 				layered = sel->cands[k].prov;
 		int w;
 		if (exact)
@@ -216,17 +216,17 @@ static bool is_template(const struct fi_info *info, const char *prov)
 	return strlen(info->domain_attr->name) == n && !strncasecmp(info->domain_attr->name, prov, n);
 }
 
-static void fill_cand(struct fab_cand *c, const struct fi_info *info, int attempt,
-		      const struct fab_attempt_plan *plan)
+static void fill_cand(struct policy_cand *c, const struct fi_info *info, int attempt,
+		      const struct policy_attempt_plan *plan)
 {
 	memset(c, 0, sizeof(*c));
 	c->info = info;
 	c->attempt = attempt;
-	fab_strlcpy(c->prov, info->fabric_attr && info->fabric_attr->prov_name ?
+	util_strlcpy(c->prov, info->fabric_attr && info->fabric_attr->prov_name ?
 			     info->fabric_attr->prov_name : "?", sizeof(c->prov));
-	fab_strlcpy(c->fabric, info->fabric_attr && info->fabric_attr->name ?
+	util_strlcpy(c->fabric, info->fabric_attr && info->fabric_attr->name ?
 			       info->fabric_attr->name : "?", sizeof(c->fabric));
-	fab_strlcpy(c->domain, info->domain_attr && info->domain_attr->name ?
+	util_strlcpy(c->domain, info->domain_attr && info->domain_attr->name ?
 			       info->domain_attr->name : "?", sizeof(c->domain));
 	c->hmem = plan->hmem && (info->caps & FI_HMEM);
 	c->remote = plan->remote || (info->caps & FI_REMOTE_COMM);
@@ -234,19 +234,19 @@ static void fill_cand(struct fab_cand *c, const struct fi_info *info, int attemp
 	c->loopback = is_loopback(info);
 	c->template_entry = is_template(info, c->prov);
 	c->api_version = plan->api_version;
-	c->tag_bits = fab_policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
+	c->tag_bits = policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
 }
 
 /* libfabric lists the same entry several times (one per layering path): an
  * identical entry from the same attempt, or from the same attempt asked again
  * at API 1.17, is counted on the first, not listed. */
-static struct fab_cand *find_twin(struct fab_selection *sel, const struct fab_cand *c,
-				  const struct fab_attempt_result *attempts)
+static struct policy_cand *find_twin(struct policy_selection *sel, const struct policy_cand *c,
+				  const struct policy_attempt_result *attempts)
 {
-	const struct fab_attempt_plan *cp = &attempts[c->attempt].plan;
+	const struct policy_attempt_plan *cp = &attempts[c->attempt].plan;
 	for (int k = 0; k < sel->ncands; k++) {
-		struct fab_cand *o = &sel->cands[k];
-		const struct fab_attempt_plan *op = &attempts[o->attempt].plan;
+		struct policy_cand *o = &sel->cands[k];
+		const struct policy_attempt_plan *op = &attempts[o->attempt].plan;
 		bool same_ask = o->attempt == c->attempt ||
 				(op->hmem == cp->hmem && op->remote == cp->remote && op->rma == cp->rma);
 		if (same_ask && !strcmp(o->prov, c->prov) &&
@@ -258,7 +258,7 @@ static struct fab_cand *find_twin(struct fab_selection *sel, const struct fab_ca
 }
 
 /* Applies the per-entry rules; returns true when the entry is usable. */
-static bool judge_cand(struct fab_selection *sel, struct fab_cand *c, const struct name_list *names)
+static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, const struct name_list *names)
 {
 	const struct fi_info *info = c->info;
 	if (excluded(names, c->prov)) {
@@ -291,26 +291,26 @@ static bool judge_cand(struct fab_selection *sel, struct fab_cand *c, const stru
 		snprintf(c->reason, sizeof(c->reason), "lacks FI_TAGGED|FI_MSG");
 		return false;
 	}
-	if (info->mode & ~(uint64_t)FAB_SUPPORTED_MODE) {
+	if (info->mode & ~(uint64_t)POLICY_SUPPORTED_MODE) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "requires mode bits 0x%llx the plugin does not implement",
-			 (unsigned long long)(info->mode & ~(uint64_t)FAB_SUPPORTED_MODE));
+			 (unsigned long long)(info->mode & ~(uint64_t)POLICY_SUPPORTED_MODE));
 		return false;
 	}
 	int mr_mode = info->domain_attr ? info->domain_attr->mr_mode : 0;
-	if (mr_mode & ~FAB_SUPPORTED_MR_MODE) {
+	if (mr_mode & ~POLICY_SUPPORTED_MR_MODE) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "requires mr_mode bits 0x%x the plugin does not implement",
-			 mr_mode & ~FAB_SUPPORTED_MR_MODE);
+			 mr_mode & ~POLICY_SUPPORTED_MR_MODE);
 		return false;
 	}
-	if (c->tag_bits < FAB_MIN_TAG_BITS) {
+	if (c->tag_bits < POLICY_MIN_TAG_BITS) {
 		snprintf(c->reason, sizeof(c->reason),
-			 "offers %u tag bits; the plugin needs %u", c->tag_bits, FAB_MIN_TAG_BITS);
+			 "offers %u tag bits; the plugin needs %u", c->tag_bits, POLICY_MIN_TAG_BITS);
 		return false;
 	}
 	for (int k = 0; k < sel->ncands; k++) {
-		const struct fab_cand *o = &sel->cands[k];
+		const struct policy_cand *o = &sel->cands[k];
 		if (o == c || !o->kept || o->hmem != c->hmem)
 			continue;
 		if (!strcmp(o->prov, c->prov) && !strcmp(o->domain, c->domain)) {
@@ -336,24 +336,24 @@ static int default_rank(const char *prov, bool have_native_tcp)
 	return have_native_tcp && !strcasecmp(prov, "tcp;ofi_rxm") ? 1 : 0;
 }
 
-int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
-		      const struct fab_cfg *cfg, struct fab_selection *sel)
+int policy_select(const struct policy_attempt_result *attempts, int nattempts,
+		      const struct cfg_values *cfg, struct policy_selection *sel)
 {
 	struct name_list names;
 	memset(sel, 0, sizeof(*sel));
-	parse_names(cfg->v[FAB_CFG_PROVIDER].s, &names);
+	parse_names(cfg->v[CFG_PROVIDER].s, &names);
 
 	int truncated = 0;
 	for (int a = 0; a < nattempts; a++) {
 		for (const struct fi_info *info = attempts[a].rc ? NULL : attempts[a].infos; info;
 		     info = info->next) {
-			if (sel->ncands == FAB_POLICY_MAX_CANDS) {
+			if (sel->ncands == POLICY_MAX_CANDS) {
 				truncated++;
 				continue;
 			}
-			struct fab_cand *c = &sel->cands[sel->ncands];
+			struct policy_cand *c = &sel->cands[sel->ncands];
 			fill_cand(c, info, a, &attempts[a].plan);
-			struct fab_cand *twin = find_twin(sel, c, attempts);
+			struct policy_cand *twin = find_twin(sel, c, attempts);
 			if (twin) {
 				twin->twins++;
 				continue;
@@ -369,13 +369,13 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 
 	/* The provider: the first named one that has a usable entry, else the first
 	 * usable entry in discovery order (FI_HMEM attempts come first). */
-	const struct fab_cand *first = NULL;
+	const struct policy_cand *first = NULL;
 	int best_rank = 1 << 30;
 	bool have_native_tcp = false;
 	for (int k = 0; k < sel->ncands; k++)
 		have_native_tcp |= sel->cands[k].kept && !strcasecmp(sel->cands[k].prov, "tcp");
 	for (int k = 0; k < sel->ncands; k++) {
-		const struct fab_cand *c = &sel->cands[k];
+		const struct policy_cand *c = &sel->cands[k];
 		if (!c->kept)
 			continue;
 		int rank = names.ninc ? include_rank(&names, c->prov) : default_rank(c->prov, have_native_tcp);
@@ -389,7 +389,7 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 		if (names.ninc)
 			snprintf(sel->reason, sizeof(sel->reason),
 				 "NCCL_FABRIC_PROVIDER=%s matched no usable provider (see the candidates)",
-				 cfg->v[FAB_CFG_PROVIDER].s);
+				 cfg->v[CFG_PROVIDER].s);
 		else
 			snprintf(sel->reason, sizeof(sel->reason),
 				 "no libfabric provider offers RDM endpoints with FI_TAGGED|FI_MSG that "
@@ -397,23 +397,23 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 				 "NCCL_FABRIC_PROVIDER)");
 		return -1;
 	}
-	fab_strlcpy(sel->provider, first->prov, sizeof(sel->provider));
+	util_strlcpy(sel->provider, first->prov, sizeof(sel->provider));
 
 	bool any_real = false;
 	for (int k = 0; k < sel->ncands; k++) {
-		const struct fab_cand *c = &sel->cands[k];
+		const struct policy_cand *c = &sel->cands[k];
 		if (c->kept && !strcmp(c->prov, sel->provider) && !c->loopback)
 			any_real = true;
 	}
 	bool any_remote = false;
 	for (int k = 0; k < sel->ncands; k++) {
-		struct fab_cand *c = &sel->cands[k];
+		struct policy_cand *c = &sel->cands[k];
 		if (!c->kept)
 			continue;
 		if (strcmp(c->prov, sel->provider)) {
 			c->kept = false;
-			char prov[FAB_NAME_LEN]; /* a copy: source and target in one struct */
-			fab_strlcpy(prov, c->prov, sizeof(prov));
+			char prov[POLICY_NAME_LEN]; /* a copy: source and target in one struct */
+			util_strlcpy(prov, c->prov, sizeof(prov));
 			if (!names.ninc && default_rank(prov, have_native_tcp))
 				snprintf(c->reason, sizeof(c->reason),
 					 "usable, but %s is preferred by default (measured faster); "
@@ -435,18 +435,18 @@ int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
 			if (!strcmp(sel->devs[d].domain, c->domain))
 				break;
 		if (d == sel->ndevs) {
-			if (sel->ndevs == FAB_POLICY_MAX_DEVS) {
+			if (sel->ndevs == POLICY_MAX_DEVS) {
 				c->kept = false;
 				snprintf(c->reason, sizeof(c->reason), "more than %d devices",
-					 FAB_POLICY_MAX_DEVS);
+					 POLICY_MAX_DEVS);
 				continue;
 			}
-			struct fab_dev_choice *nd = &sel->devs[sel->ndevs++];
-			fab_strlcpy(nd->domain, c->domain, sizeof(nd->domain));
-			fab_strlcpy(nd->name, c->domain, sizeof(nd->name));
+			struct policy_dev_choice *nd = &sel->devs[sel->ndevs++];
+			util_strlcpy(nd->domain, c->domain, sizeof(nd->domain));
+			util_strlcpy(nd->name, c->domain, sizeof(nd->name));
 			nd->loopback = c->loopback;
 		}
-		struct fab_dev_choice *dev = &sel->devs[d];
+		struct policy_dev_choice *dev = &sel->devs[d];
 		if (c->hmem && !dev->hmem_info) {
 			dev->hmem_info = c->info;
 			sel->has_hmem = true;
@@ -476,7 +476,7 @@ static bool core_knows_option(uint32_t fi_version)
 	return fi_version >= FI_VERSION(1, 18);
 }
 
-const char *fab_policy_cuda_answer(int rc, uint32_t fi_version)
+const char *policy_cuda_answer(int rc, uint32_t fi_version)
 {
 	switch (rc) {
 	case 0: return "0: promises to make no CUDA API calls";
@@ -547,33 +547,33 @@ static void cuda_remedy(int rc, uint32_t fi_version, const char *prov, char *buf
 	}
 }
 
-const char *fab_policy_flush_name(enum fab_flush_method m)
+const char *policy_flush_name(enum policy_flush_method m)
 {
 	switch (m) {
-	case FAB_FLUSH_NONE: return "none";
-	case FAB_FLUSH_RMA_READ: return "rma-read";
-	case FAB_FLUSH_CUDA: return "cuda";
+	case POLICY_FLUSH_NONE: return "none";
+	case POLICY_FLUSH_RMA_READ: return "rma-read";
+	case POLICY_FLUSH_CUDA: return "cuda";
 	}
 	return "?";
 }
 
-const char *fab_policy_verdict_name(enum fab_hmem_verdict v)
+const char *policy_verdict_name(enum policy_hmem_verdict v)
 {
 	switch (v) {
-	case FAB_HMEM_NO_SETTING: return "off (setting)";
-	case FAB_HMEM_NO_PROVIDER: return "host only (provider has no FI_HMEM)";
-	case FAB_HMEM_NO_GPU: return "host only (no GPU)";
-	case FAB_HMEM_PROBE_FAILED: return "host only (probe endpoint failed)";
-	case FAB_HMEM_REFUSED: return "host only (provider did not promise)";
-	case FAB_HMEM_NO_FLUSH: return "host only (no way to flush GPU receives)";
-	case FAB_HMEM_PROMISED: return "GPU memory (provider promised)";
-	case FAB_HMEM_FORCED: return "GPU memory (forced)";
-	case FAB_HMEM_FORCE_REFUSED: return "host only (force refused: libfabric CUDA support inactive)";
+	case POLICY_HMEM_NO_SETTING: return "off (setting)";
+	case POLICY_HMEM_NO_PROVIDER: return "host only (provider has no FI_HMEM)";
+	case POLICY_HMEM_NO_GPU: return "host only (no GPU)";
+	case POLICY_HMEM_PROBE_FAILED: return "host only (probe endpoint failed)";
+	case POLICY_HMEM_REFUSED: return "host only (provider did not promise)";
+	case POLICY_HMEM_NO_FLUSH: return "host only (no way to flush GPU receives)";
+	case POLICY_HMEM_PROMISED: return "GPU memory (provider promised)";
+	case POLICY_HMEM_FORCED: return "GPU memory (forced)";
+	case POLICY_HMEM_FORCE_REFUSED: return "host only (force refused: libfabric CUDA support inactive)";
 	}
 	return "?";
 }
 
-static void p2p_words(const struct fab_probe *probe, char *buf, size_t len)
+static void p2p_words(const struct policy_probe *probe, char *buf, size_t len)
 {
 	if (!probe->attempted || !probe->opened) {
 		snprintf(buf, len, "not asked (no probe endpoint)");
@@ -601,12 +601,12 @@ static void p2p_words(const struct fab_probe *probe, char *buf, size_t len)
 	}
 }
 
-void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *probe,
-		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
-		     uint32_t fi_version, struct fab_hmem_decision *out)
+void policy_hmem(const struct policy_selection *sel, const struct policy_probe *probe,
+		     const struct policy_cuda_info *cuda, const struct cfg_values *cfg,
+		     uint32_t fi_version, struct policy_hmem_decision *out)
 {
 	memset(out, 0, sizeof(*out));
-	int mode = (int)cfg->v[FAB_CFG_HMEM].i;
+	int mode = (int)cfg->v[CFG_HMEM].i;
 	const char *prov = sel->ok ? sel->provider : "(none)";
 	bool gpu = cuda->driver && cuda->ngpus > 0;
 
@@ -616,94 +616,94 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 	 * not running: every GPU registration would fail */
 	bool force_futile = rc == -FI_EINVAL && core_knows_option(fi_version);
 	if (probe->attempted && probe->opened)
-		snprintf(out->answer, sizeof(out->answer), "%s", fab_policy_cuda_answer(rc, fi_version));
+		snprintf(out->answer, sizeof(out->answer), "%s", policy_cuda_answer(rc, fi_version));
 	else if (probe->attempted)
 		snprintf(out->answer, sizeof(out->answer), "not asked: probe endpoint failed");
 	else
 		snprintf(out->answer, sizeof(out->answer), "not asked: provider has no FI_HMEM");
 	p2p_words(probe, out->p2p, sizeof(out->p2p));
 
-	if (mode == FAB_HMEM_OFF) {
-		out->verdict = FAB_HMEM_NO_SETTING;
+	if (mode == CFG_HMEM_OFF) {
+		out->verdict = POLICY_HMEM_NO_SETTING;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: NCCL_FABRIC_HMEM=off");
 	} else if (!sel->ok || !sel->has_hmem) {
-		out->verdict = FAB_HMEM_NO_PROVIDER;
+		out->verdict = POLICY_HMEM_NO_PROVIDER;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: provider %s does not advertise FI_HMEM", prov);
 	} else if (!gpu) {
-		out->verdict = FAB_HMEM_NO_GPU;
+		out->verdict = POLICY_HMEM_NO_GPU;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: %s advertises FI_HMEM but no GPU is usable here (%s)", prov,
 			 cuda->driver ? "the CUDA driver reports 0 GPUs" :
 					(cuda->error[0] ? cuda->error : "no CUDA driver"));
 	} else if (!probe->opened) {
-		out->verdict = FAB_HMEM_PROBE_FAILED;
+		out->verdict = POLICY_HMEM_PROBE_FAILED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: the probe endpoint of %s did not open (%s)", prov,
 			 probe->error[0] ? probe->error : "unknown error");
 	} else if (rc == 0) {
-		out->verdict = FAB_HMEM_PROMISED;
+		out->verdict = POLICY_HMEM_PROMISED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "GPU memory goes to %s: it advertises FI_HMEM and answered "
 			 "FI_OPT_CUDA_API_PERMITTED=false with 0 (no CUDA API calls); %s",
 			 prov, out->p2p);
-	} else if (mode == FAB_HMEM_FORCE && force_futile) {
-		out->verdict = FAB_HMEM_FORCE_REFUSED;
+	} else if (mode == CFG_HMEM_FORCE && force_futile) {
+		out->verdict = POLICY_HMEM_FORCE_REFUSED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: NCCL_FABRIC_HMEM=force is refused because %s answered "
 			 "FI_OPT_CUDA_API_PERMITTED with %s: it could not register GPU memory",
-			 prov, fab_policy_cuda_answer(rc, fi_version));
+			 prov, policy_cuda_answer(rc, fi_version));
 		snprintf(out->warning, sizeof(out->warning),
 			 "NCCL_FABRIC_HMEM=force ignored: %s answered FI_OPT_CUDA_API_PERMITTED with "
 			 "%s, so every GPU registration would fail; NCCL stages through host memory "
 			 "instead. Run nccl-fabric-info for the remedy",
-			 prov, fab_policy_cuda_answer(rc, fi_version));
-	} else if (mode == FAB_HMEM_FORCE) {
-		out->verdict = FAB_HMEM_FORCED;
+			 prov, policy_cuda_answer(rc, fi_version));
+	} else if (mode == CFG_HMEM_FORCE) {
+		out->verdict = POLICY_HMEM_FORCED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "GPU memory goes to %s because NCCL_FABRIC_HMEM=force, although it answered "
 			 "FI_OPT_CUDA_API_PERMITTED with %s; %s",
-			 prov, fab_policy_cuda_answer(rc, fi_version), out->p2p);
+			 prov, policy_cuda_answer(rc, fi_version), out->p2p);
 		snprintf(out->warning, sizeof(out->warning),
 			 "NCCL_FABRIC_HMEM=force: GPU buffers go to %s although it answered "
 			 "FI_OPT_CUDA_API_PERMITTED with %s. If the provider calls the CUDA API under "
 			 "NCCL it can deadlock or break CUDA graph capture; unset NCCL_FABRIC_HMEM if "
 			 "collectives hang",
-			 prov, fab_policy_cuda_answer(rc, fi_version));
+			 prov, policy_cuda_answer(rc, fi_version));
 	} else {
-		out->verdict = FAB_HMEM_REFUSED;
+		out->verdict = POLICY_HMEM_REFUSED;
 		snprintf(out->reason, sizeof(out->reason),
 			 "host memory only: %s advertises FI_HMEM but answered "
 			 "FI_OPT_CUDA_API_PERMITTED=false with %s; NCCL forbids CUDA calls under it%s",
-			 prov, fab_policy_cuda_answer(rc, fi_version),
+			 prov, policy_cuda_answer(rc, fi_version),
 			 rc == -FI_EOPNOTSUPP || force_futile ?
 				 "" :
 				 ". If it implements FI_HMEM without CUDA calls, NCCL_FABRIC_HMEM=force "
 				 "uses it anyway");
 	}
 	/* The remedy for the answer, where the answer decided. */
-	if (out->verdict == FAB_HMEM_REFUSED || out->verdict == FAB_HMEM_FORCED ||
-	    out->verdict == FAB_HMEM_FORCE_REFUSED)
+	if (out->verdict == POLICY_HMEM_REFUSED || out->verdict == POLICY_HMEM_FORCED ||
+	    out->verdict == POLICY_HMEM_FORCE_REFUSED)
 		cuda_remedy(rc, fi_version, prov, out->remedy, sizeof(out->remedy));
-	else if (out->verdict == FAB_HMEM_PROMISED)
+	else if (out->verdict == POLICY_HMEM_PROMISED)
 		snprintf(out->remedy, sizeof(out->remedy), "nothing to do");
-	else if (out->verdict == FAB_HMEM_NO_SETTING)
+	else if (out->verdict == POLICY_HMEM_NO_SETTING)
 		snprintf(out->remedy, sizeof(out->remedy),
 			 "unset NCCL_FABRIC_HMEM to let the plugin decide");
-	else if (out->verdict == FAB_HMEM_NO_PROVIDER)
+	else if (out->verdict == POLICY_HMEM_NO_PROVIDER)
 		snprintf(out->remedy, sizeof(out->remedy),
 			 "none needed for correctness: NCCL stages through host memory. For GPUDirect, "
 			 "use a provider that advertises FI_HMEM (nccl-fabric-info --candidates lists "
 			 "what libfabric offers)");
-	else if (out->verdict == FAB_HMEM_NO_GPU)
+	else if (out->verdict == POLICY_HMEM_NO_GPU)
 		snprintf(out->remedy, sizeof(out->remedy),
 			 "make the CUDA driver (libcuda.so.1) findable and a GPU visible to this "
 			 "process (CUDA_VISIBLE_DEVICES)");
 	else
 		snprintf(out->remedy, sizeof(out->remedy),
 			 "see the probe error above; FI_LOG_LEVEL=warn shows libfabric's side");
-	out->use_hmem = out->verdict == FAB_HMEM_PROMISED || out->verdict == FAB_HMEM_FORCED;
+	out->use_hmem = out->verdict == POLICY_HMEM_PROMISED || out->verdict == POLICY_HMEM_FORCED;
 
 	/* GPU buffers must be flushable, or NCCL could read a receive before the
 	 * NIC's writes landed: RDMA read where the FI_HMEM entry has FI_RMA|FI_READ,
@@ -713,24 +713,24 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 		for (int i = 0; i < sel->ndevs && !hi; i++)
 			hi = sel->devs[i].hmem_info;
 		bool rma = hi && (hi->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
-		int fm = (int)cfg->v[FAB_CFG_FLUSH].i;
-		if (rma && fm != FAB_FLUSH_MODE_CUDA) {
-			out->flush = FAB_FLUSH_RMA_READ;
+		int fm = (int)cfg->v[CFG_FLUSH].i;
+		if (rma && fm != CFG_FLUSH_MODE_CUDA) {
+			out->flush = POLICY_FLUSH_RMA_READ;
 			snprintf(out->flush_reason, sizeof(out->flush_reason),
 				 "RDMA read of the received buffer (the provider has FI_RMA|FI_READ)");
-		} else if (cuda->flush && fm != FAB_FLUSH_MODE_RMA) {
-			out->flush = FAB_FLUSH_CUDA;
+		} else if (cuda->flush && fm != CFG_FLUSH_MODE_RMA) {
+			out->flush = POLICY_FLUSH_CUDA;
 			snprintf(out->flush_reason, sizeof(out->flush_reason),
 				 "cuFlushGPUDirectRDMAWrites%s",
 				 rma ? " (NCCL_FABRIC_FLUSH=cuda)" : " (the provider has no FI_RMA|FI_READ)");
 		} else {
-			char why[FAB_REASON_LEN];
+			char why[POLICY_REASON_LEN];
 			snprintf(why, sizeof(why),
 				 "GPU receives must be flushed before NCCL reads them, and %s",
-				 fm == FAB_FLUSH_MODE_RMA ? "NCCL_FABRIC_FLUSH=rma but the provider has no FI_RMA|FI_READ" :
-				 fm == FAB_FLUSH_MODE_CUDA ? "NCCL_FABRIC_FLUSH=cuda but the CUDA driver has no cuFlushGPUDirectRDMAWrites" :
+				 fm == CFG_FLUSH_MODE_RMA ? "NCCL_FABRIC_FLUSH=rma but the provider has no FI_RMA|FI_READ" :
+				 fm == CFG_FLUSH_MODE_CUDA ? "NCCL_FABRIC_FLUSH=cuda but the CUDA driver has no cuFlushGPUDirectRDMAWrites" :
 				 "the provider has no FI_RMA|FI_READ and the CUDA driver no cuFlushGPUDirectRDMAWrites");
-			out->verdict = FAB_HMEM_NO_FLUSH;
+			out->verdict = POLICY_HMEM_NO_FLUSH;
 			out->use_hmem = false;
 			snprintf(out->reason, sizeof(out->reason), "host memory only: %s", why);
 			snprintf(out->warning, sizeof(out->warning),
@@ -739,7 +739,7 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 		}
 	}
 	if (!out->use_hmem) {
-		out->flush = FAB_FLUSH_NONE;
+		out->flush = POLICY_FLUSH_NONE;
 		if (!out->flush_reason[0])
 			snprintf(out->flush_reason, sizeof(out->flush_reason),
 				 "none needed: host memory only");
@@ -754,7 +754,7 @@ void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *pr
 			hmem_api = sel->devs[i].hmem_info->fabric_attr->api_version;
 	if (!out->use_hmem)
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: GPU memory is not used");
-	else if (!cfg->v[FAB_CFG_DMABUF].i)
+	else if (!cfg->v[CFG_DMABUF].i)
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason), "no: NCCL_FABRIC_DMABUF=0");
 	else if (fi_version < FI_VERSION(1, 20))
 		snprintf(out->dmabuf_reason, sizeof(out->dmabuf_reason),
@@ -797,7 +797,7 @@ static bool stream_provider(const char *prov)
 	       (core == 7 && !strncasecmp(prov, "sockets", 7));
 }
 
-size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, char *reason,
+size_t policy_eager(const char *prov, size_t inject_size, long cfg_eager, char *reason,
 			size_t reason_len)
 {
 	if (cfg_eager >= 0) {
@@ -815,8 +815,8 @@ size_t fab_policy_eager(const char *prov, size_t inject_size, long cfg_eager, ch
 	return v;
 }
 
-void fab_policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
-		      struct fab_rails_choice *out)
+void policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
+		      struct policy_rails_choice *out)
 {
 	/* One rail unless asked. Measured on an H200 host (16 CPUs, ranks as
 	 * hosts over loopback, native tcp, a domain and a home rail per

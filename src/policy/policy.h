@@ -5,11 +5,11 @@
  * attempt), the libfabric version, the settings, the answers of the probe
  * endpoint and what the CUDA driver reported. Outputs are a decision and its
  * reasons in words. Nothing here opens a fabric, reads the environment or logs:
- * discovery (fab/) gathers the inputs, core/ logs the decision, and the tools
+ * discovery (ofi/) gathers the inputs, core/ logs the decision, and the tools
  * print the same reasons. tests/unit/test_policy.c runs it over synthetic lists.
  */
-#ifndef FAB_POLICY_H
-#define FAB_POLICY_H
+#ifndef POLICY_H
+#define POLICY_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,26 +18,26 @@
 
 #include "cfg/cfg.h"
 
-#define FAB_POLICY_MAX_ATTEMPTS 16
-#define FAB_POLICY_MAX_CANDS 256
-#define FAB_POLICY_MAX_DEVS 32
-#define FAB_NAME_LEN 64
-#define FAB_REASON_LEN 256
+#define POLICY_MAX_ATTEMPTS 16
+#define POLICY_MAX_CANDS 256
+#define POLICY_MAX_DEVS 32
+#define POLICY_NAME_LEN 64
+#define POLICY_REASON_LEN 256
 
 /* Option value of FI_OPT_CUDA_API_PERMITTED (libfabric >= 1.18). It is an enum
  * member, so its presence cannot be tested with #ifdef; the number is stable. */
-#define FAB_OPT_CUDA_API_PERMITTED 10
+#define POLICY_OPT_CUDA_API_PERMITTED 10
 
 /* Mode bits the plugin honours: every request starts with a struct fi_context2. */
-#define FAB_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2)
-/* mr_mode bits the plugin honours (fab/fab_mr.c and the data path). */
-#define FAB_SUPPORTED_MR_MODE                                                              \
+#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2)
+/* mr_mode bits the plugin honours (ofi/ofi_mr.c and the data path). */
+#define POLICY_SUPPORTED_MR_MODE                                                              \
 	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |   \
 	 FI_MR_HMEM)
 
 /* ---- discovery plan ---- */
 
-struct fab_attempt_plan {
+struct policy_attempt_plan {
 	bool hmem;   /* FI_HMEM in caps, FI_MR_HMEM in mr_mode */
 	bool remote; /* FI_REMOTE_COMM asked (else no locality bit: single-host providers answer) */
 	bool rma;    /* FI_RMA|FI_READ asked for (used for flush and later protocols) */
@@ -57,74 +57,74 @@ struct fab_attempt_plan {
  * the API asked for, so on a libfabric newer than 1.17 the same attempts are
  * made again at API 1.17: an external provider built against older headers is
  * still found, at the API it knows. */
-int fab_policy_plan(const struct fab_cfg *cfg, uint32_t fi_version,
-		    struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS]);
+int policy_plan(const struct cfg_values *cfg, uint32_t fi_version,
+		    struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS]);
 
 /* ---- provider and device selection ---- */
 
-struct fab_attempt_result {
-	struct fab_attempt_plan plan;
+struct policy_attempt_result {
+	struct policy_attempt_plan plan;
 	int rc;                      /* fi_getinfo's return */
 	const struct fi_info *infos; /* its list (owned by the caller) */
 };
 
-struct fab_cand {
+struct policy_cand {
 	const struct fi_info *info;
 	int attempt;
-	char prov[FAB_NAME_LEN];
-	char domain[FAB_NAME_LEN];
-	char fabric[FAB_NAME_LEN];
+	char prov[POLICY_NAME_LEN];
+	char domain[POLICY_NAME_LEN];
+	char fabric[POLICY_NAME_LEN];
 	bool hmem, remote, rma, loopback;
 	bool template_entry; /* no interface: a bare entry libfabric lists for the provider */
 	uint32_t api_version;  /* the API it was found at */
 	unsigned tag_bits;
 	int twins;       /* identical entries libfabric listed again */
 	bool kept;
-	char reason[FAB_REASON_LEN];
+	char reason[POLICY_REASON_LEN];
 };
 
-struct fab_dev_choice {
-	char name[FAB_NAME_LEN];          /* unique, what NCCL sees */
-	char domain[FAB_NAME_LEN];
+struct policy_dev_choice {
+	char name[POLICY_NAME_LEN];          /* unique, what NCCL sees */
+	char domain[POLICY_NAME_LEN];
 	const struct fi_info *hmem_info;  /* FI_HMEM entry of this domain, or NULL */
 	const struct fi_info *host_info;  /* entry without FI_HMEM, or NULL */
 	bool loopback;
 };
 
-struct fab_selection {
+struct policy_selection {
 	bool ok;
-	char reason[FAB_REASON_LEN];  /* why this provider, or why none */
-	char provider[FAB_NAME_LEN];
+	char reason[POLICY_REASON_LEN];  /* why this provider, or why none */
+	char provider[POLICY_NAME_LEN];
 	bool local_only;              /* the provider never reaches other hosts (shm) */
 	bool has_hmem;                /* some device has an FI_HMEM entry */
-	char names[FAB_REASON_LEN];   /* how NCCL_FABRIC_PROVIDER's items were matched */
+	char names[POLICY_REASON_LEN];   /* how NCCL_FABRIC_PROVIDER's items were matched */
 	int ncands;
-	struct fab_cand cands[FAB_POLICY_MAX_CANDS];
+	struct policy_cand cands[POLICY_MAX_CANDS];
 	int ndevs;
-	struct fab_dev_choice devs[FAB_POLICY_MAX_DEVS];
+	struct policy_dev_choice devs[POLICY_MAX_DEVS];
 };
 
-int fab_policy_select(const struct fab_attempt_result *attempts, int nattempts,
-		      const struct fab_cfg *cfg, struct fab_selection *sel);
+int policy_select(const struct policy_attempt_result *attempts, int nattempts,
+		      const struct cfg_values *cfg, struct policy_selection *sel);
 
 /* Tag bits a provider offers, from ep_attr->mem_tag_format. */
-unsigned fab_policy_tag_bits(uint64_t mem_tag_format);
-#define FAB_MIN_TAG_BITS 48
+unsigned policy_tag_bits(uint64_t mem_tag_format);
+#define POLICY_MIN_TAG_BITS 48
 
 /* ---- GPU-memory decision ---- */
 
-/* What the probe endpoint answered (filled by fab/, an input here). */
-struct fab_probe {
+/* What the probe endpoint answered (filled by ofi/, an input here). */
+struct policy_probe {
 	bool attempted;            /* the provider has FI_HMEM: a probe endpoint was opened */
 	bool opened;               /* it opened */
-	char error[FAB_REASON_LEN];/* why it did not */
+	char error[POLICY_REASON_LEN];/* why it did not */
 	int cuda_api_permitted_rc; /* fi_setopt(FI_OPT_CUDA_API_PERMITTED, false) */
 	int p2p_rc;                /* fi_getopt(FI_OPT_FI_HMEM_P2P) */
 	int p2p;                   /* its value when p2p_rc == 0 */
 };
 
 /* What the CUDA driver reported (filled by cuda/, an input here). */
-struct fab_cuda_info {
+struct policy_cuda_info {
 	bool driver;          /* libcuda.so.1 opened and initialized */
 	int driver_version;
 	int ngpus;
@@ -132,82 +132,82 @@ struct fab_cuda_info {
 	bool gdr;             /* every GPU reports GPUDirect RDMA support */
 	bool flush;           /* cuFlushGPUDirectRDMAWrites is available */
 	bool writes_ordered;  /* every GPU orders GPUDirect RDMA writes for its own reads */
-	char error[FAB_REASON_LEN];
+	char error[POLICY_REASON_LEN];
 };
 
-enum fab_hmem_verdict {
-	FAB_HMEM_NO_SETTING,     /* NCCL_FABRIC_HMEM=off */
-	FAB_HMEM_NO_PROVIDER,    /* provider has no FI_HMEM entry */
-	FAB_HMEM_NO_GPU,         /* no CUDA driver or no GPU */
-	FAB_HMEM_PROBE_FAILED,   /* the probe endpoint did not open */
-	FAB_HMEM_REFUSED,        /* auto, and the provider did not promise */
-	FAB_HMEM_NO_FLUSH,       /* GPU buffers could not be flushed: not used, with a WARN */
-	FAB_HMEM_PROMISED,       /* provider answered 0: used */
-	FAB_HMEM_FORCED,         /* force, provider did not promise: used, with a WARN */
-	FAB_HMEM_FORCE_REFUSED,  /* force, but the answer says it cannot work: host memory, WARN */
+enum policy_hmem_verdict {
+	POLICY_HMEM_NO_SETTING,     /* NCCL_FABRIC_HMEM=off */
+	POLICY_HMEM_NO_PROVIDER,    /* provider has no FI_HMEM entry */
+	POLICY_HMEM_NO_GPU,         /* no CUDA driver or no GPU */
+	POLICY_HMEM_PROBE_FAILED,   /* the probe endpoint did not open */
+	POLICY_HMEM_REFUSED,        /* auto, and the provider did not promise */
+	POLICY_HMEM_NO_FLUSH,       /* GPU buffers could not be flushed: not used, with a WARN */
+	POLICY_HMEM_PROMISED,       /* provider answered 0: used */
+	POLICY_HMEM_FORCED,         /* force, provider did not promise: used, with a WARN */
+	POLICY_HMEM_FORCE_REFUSED,  /* force, but the answer says it cannot work: host memory, WARN */
 };
 
 /* How iflush makes GPU-direct writes visible before NCCL reads them. */
-enum fab_flush_method {
-	FAB_FLUSH_NONE,     /* host memory only: nothing to flush */
-	FAB_FLUSH_RMA_READ, /* an RDMA read of the received buffer (the NIC's writes land first) */
-	FAB_FLUSH_CUDA,     /* cuFlushGPUDirectRDMAWrites */
+enum policy_flush_method {
+	POLICY_FLUSH_NONE,     /* host memory only: nothing to flush */
+	POLICY_FLUSH_RMA_READ, /* an RDMA read of the received buffer (the NIC's writes land first) */
+	POLICY_FLUSH_CUDA,     /* cuFlushGPUDirectRDMAWrites */
 };
 
-struct fab_hmem_decision {
-	enum fab_hmem_verdict verdict;
+struct policy_hmem_decision {
+	enum policy_hmem_verdict verdict;
 	bool use_hmem;        /* GPU buffers go to the provider (NCCL_PTR_CUDA) */
 	bool dmabuf;          /* NCCL_PTR_DMABUF */
 	int ptr_support;      /* NCCL_PTR_* bits */
 	int expected_cuda_rc; /* the answer every later endpoint must repeat */
-	enum fab_flush_method flush;
+	enum policy_flush_method flush;
 	bool force_flush;     /* forceFlush: NCCL must call iflush even on Hopper */
-	char flush_reason[FAB_REASON_LEN];
-	char answer[FAB_REASON_LEN]; /* the provider's answer in words */
+	char flush_reason[POLICY_REASON_LEN];
+	char answer[POLICY_REASON_LEN]; /* the provider's answer in words */
 	char p2p[96];         /* its GPUDirect stance in words */
 	char reason[512];     /* the decision in one sentence */
-	char dmabuf_reason[FAB_REASON_LEN];
+	char dmabuf_reason[POLICY_REASON_LEN];
 	char nccl_effect[512];/* what NCCL will do with it */
 	char remedy[512];     /* what the user can do, for this answer and libfabric version */
 	char warning[512];    /* non-empty: must be logged as WARN */
 };
 
-const char *fab_policy_flush_name(enum fab_flush_method m);
-void fab_policy_hmem(const struct fab_selection *sel, const struct fab_probe *probe,
-		     const struct fab_cuda_info *cuda, const struct fab_cfg *cfg,
-		     uint32_t fi_version, struct fab_hmem_decision *out);
+const char *policy_flush_name(enum policy_flush_method m);
+void policy_hmem(const struct policy_selection *sel, const struct policy_probe *probe,
+		     const struct policy_cuda_info *cuda, const struct cfg_values *cfg,
+		     uint32_t fi_version, struct policy_hmem_decision *out);
 
 /* Words for a fi_setopt(FI_OPT_CUDA_API_PERMITTED) answer. What -FI_EINVAL
  * means depends on the libfabric version: from 1.18 on, libfabric's own CUDA
  * support answers it when it is not running. */
-const char *fab_policy_cuda_answer(int rc, uint32_t fi_version);
-const char *fab_policy_verdict_name(enum fab_hmem_verdict v);
+const char *policy_cuda_answer(int rc, uint32_t fi_version);
+const char *policy_verdict_name(enum policy_hmem_verdict v);
 
 /* Rails (endpoints per device) and progress threads. Pure: the provider's
  * name, the CPUs, and the settings in; a choice and its reason out. */
-struct fab_rails_choice {
+struct policy_rails_choice {
 	int rails;
 	bool threads;
-	char reason[FAB_REASON_LEN];
+	char reason[POLICY_REASON_LEN];
 };
 /* cfg_rails: NCCL_FABRIC_RAILS (0: auto); threads_mode: NCCL_FABRIC_PROGRESS_THREADS
  * (0 auto, 1 on, 2 off). */
-void fab_policy_rails(const char *prov_name, int ncpus, int cfg_rails, int threads_mode,
-		      struct fab_rails_choice *out);
+void policy_rails(const char *prov_name, int ncpus, int cfg_rails, int threads_mode,
+		      struct policy_rails_choice *out);
 
 /* The eager limit: messages up to it are sent without waiting for the
  * receiver. auto (cfg_eager < 0): what the provider completes on its own, so
  * an eager send never holds NCCL's buffer until a receive is posted: stream
  * providers buffer 16 KiB cheaply, others take their inject size. */
-size_t fab_policy_eager(const char *prov_name, size_t inject_size, long cfg_eager, char *reason,
+size_t policy_eager(const char *prov_name, size_t inject_size, long cfg_eager, char *reason,
 			size_t reason_len);
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed
  * provider's full name names the providers layered on that core provider
  * ("tcp" -> "tcp;ofi_rxm" on libfabric 1.x, which has no native tcp RDM
- * provider). fab_policy_name_matches answers the first rule, ..._core the second. */
-bool fab_policy_name_matches(const char *item, const char *prov_name);
-bool fab_policy_name_matches_core(const char *item, const char *prov_name);
+ * provider). policy_name_matches answers the first rule, ..._core the second. */
+bool policy_name_matches(const char *item, const char *prov_name);
+bool policy_name_matches_core(const char *item, const char *prov_name);
 
 #endif

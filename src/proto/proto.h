@@ -19,13 +19,13 @@
  * completion arrives (or the domain closes), so a late completion never
  * touches freed memory.
  */
-#ifndef FAB_PROTO_H
-#define FAB_PROTO_H
+#ifndef PROTO_H
+#define PROTO_H
 
 #include <stdatomic.h>
 
 #include "core/plugin.h"
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "proto/proto_cts.h"
 #include "proto/proto_tag.h"
 #include "proto/proto_wire.h"
@@ -35,7 +35,7 @@
 #define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
 #define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
-/* Control pools of each endpoint (fab_ep pools, in start order). */
+/* Control pools of each endpoint (ofi_ep pools, in start order). */
 #define PROTO_POOL_CTS 0     /* CTS and pings, every rail */
 #define PROTO_POOL_CONNECT 1 /* connection requests, rail 0 */
 #define PROTO_POOL_ACCEPT 2  /* answers to our connection requests, rail 0 */
@@ -76,21 +76,21 @@ enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 struct proto_comm {
 	uint32_t magic;
 	enum proto_comm_kind kind;
-	struct fab_device *dev;
-	struct fab_ep *ep;         /* rail 0: the handshake and flushes */
+	struct proto_device *dev;
+	struct ofi_ep *ep;         /* rail 0: the handshake and flushes */
 	int nrails;                /* rails of the device it agreed with its peer */
 	int home;                  /* the rail its messages, CTS and pings take (ACCEPT.rail) */
-	struct fab_ep *rails[PROTO_MAX_RAILS];
+	struct ofi_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
-	struct fab_obj reg;        /* id in the domain's id space (reg.id) */
-	struct fab_zombie zombie;
-	struct fab_freelist reqs;  /* free requests of this comm */
+	struct ofi_obj reg;        /* id in the domain's id space (reg.id) */
+	struct ofi_zombie zombie;
+	struct util_freelist reqs;  /* free requests of this comm */
 	void (*fini)(struct proto_comm *c); /* kind-specific cleanup, or NULL */
-	struct fab_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
+	struct ofi_mr *ctrl_mr;    /* FI_MR_LOCAL: registration of the control buffers */
 	uint64_t secret;           /* the connection's, in its control messages (proto_msg) */
 	/* liveness: see PROTO_PING_NS */
 	_Atomic uint64_t last_ns;  /* last sign of life: a completion of this comm, or a pong */
-	struct fab_op ping_op, pong_op, bye_op;
+	struct ofi_op ping_op, pong_op, bye_op;
 	struct proto_ping ping_msg, pong_msg, bye_msg;
 	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
 	uint64_t ping_ns;          /* when the last ping was posted */
@@ -108,7 +108,7 @@ enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2, PROTO_REQ_FLUSH = 
 struct proto_req {
 	enum proto_req_kind kind;
 	struct proto_comm *comm;
-	struct fab_free_node free_node;
+	struct util_free_node free_node;
 	int n;                     /* buffers (1 for a send) */
 	int nposted;               /* operations handed to libfabric so far */
 	int nops;                  /* completions that finish the request */
@@ -130,7 +130,7 @@ struct proto_send_req {
 	enum proto_send_how how;
 	size_t size;
 	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
-	struct fab_op op;
+	struct ofi_op op;
 };
 
 struct proto_recv_req {
@@ -138,20 +138,20 @@ struct proto_recv_req {
 	void *data[PROTO_MAX_RECVS];
 	size_t posted[PROTO_MAX_RECVS];
 	_Atomic size_t got[PROTO_MAX_RECVS];
-	struct fab_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
+	struct ofi_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
 	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
 	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
 	int cursor;                /* next buffer to post */
-	struct fab_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
+	struct ofi_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
 	/* a host buffer smaller than eager_max receives into a bounce buffer of
 	 * eager_max bytes: an eager message larger than it is then detected from
 	 * what arrived, and never truncated by the provider */
-	struct fab_buf *bounce[PROTO_MAX_RECVS];
+	struct ofi_buf *bounce[PROTO_MAX_RECVS];
 	_Atomic uint64_t sunk;     /* ops re-posted into the closing comm's sink */
 	struct proto_cts cts;      /* what this receive posted, for the sender */
-	struct fab_op cts_op;
+	struct ofi_op cts_op;
 	bool cts_sent;
 	/* lazy CTS (every buffer within the eager limit): 1 while neither posted
 	 * nor skipped; whoever moves it to 0 posts or skips it */
@@ -173,7 +173,7 @@ struct proto_send {
 	uint32_t reply_id;         /* c.reg.id: where the listener answers and CTS arrive */
 	uint64_t listen_tag;
 	struct proto_msg out, in;  /* CONNECT, and ACCEPT/REJECT (the ACCEPT pool fills it) */
-	struct fab_op out_op;
+	struct ofi_op out_op;
 	bool out_posted;
 	atomic_int in_done, out_err;
 	uint64_t start_ns;
@@ -207,14 +207,14 @@ struct proto_recv {
 	uint32_t id;
 	struct proto_msg ack;
 	uint32_t reply_id;         /* the connector's id: where ACCEPT goes */
-	struct fab_op ack_op;
+	struct ofi_op ack_op;
 	bool ack_posted;
 	atomic_uint taken;         /* messages that arrived (pongs and the goodbye tell the sender) */
 	char peer_text[64];
 	struct proto_seq_table seq;
 	void *sink;                /* closing: where cancelled receives drain */
 	size_t sink_len;
-	struct fab_mr *sink_mr;
+	struct ofi_mr *sink_mr;
 	struct proto_recv_req reqs[PROTO_RECV_REQS];
 };
 
@@ -272,7 +272,7 @@ struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
 /* Closes connects NCCL started and never finished (finalize). */
 void proto_pending_connects_close(int dev_index);
 /* Opens the device's domain on first use (the device's own lock). */
-int proto_device_open(struct fab_device *dev, struct fab_domain **out);
+int proto_device_open(struct proto_device *dev, struct ofi_domain **out);
 /* Connections open, the most open at once, and made: the resources line. */
 void proto_comm_counts(int *live, int *peak, long *total);
 /* A new plugin context counts from the connections still open. */
@@ -280,9 +280,9 @@ void proto_comm_counts_reset(void);
 
 /* Starts what every endpoint of a device needs: the shared CTS receives and
  * the handler of RMA writes' CQ data. */
-int proto_ep_start(struct fab_device *dev, struct fab_ep *ep);
-/* A peer's RMA write filled one of our buffers (fab_rw_handler_fn). */
-void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len);
+int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep);
+/* A peer's RMA write filled one of our buffers (ofi_rw_handler_fn). */
+void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len);
 
 /* Prints a peer address for messages. */
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,

@@ -26,15 +26,15 @@ struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind)
 	return c;
 }
 
-static void comm_release(struct fab_zombie *z)
+static void comm_release(struct ofi_zombie *z)
 {
 	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
 	if (c->dev && c->dev->dom)
-		fab_domain_unregister(c->dev->dom, &c->reg);
-	fab_mr_put(c->ctrl_mr);
+		ofi_domain_unregister(c->dev->dom, &c->reg);
+	ofi_mr_put(c->ctrl_mr);
 	if (c->fini)
 		c->fini(c);
-	fab_freelist_destroy(&c->reqs);
+	util_freelist_destroy(&c->reqs);
 	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
 	free(c);
 }
@@ -47,7 +47,7 @@ static void send_fini(struct proto_comm *c)
 }
 
 /* listen comms open per device: what the CONNECT pool is sized for */
-static atomic_int listens_open[FAB_POLICY_MAX_DEVS];
+static atomic_int listens_open[POLICY_MAX_DEVS];
 
 static void listen_fini(struct proto_comm *c)
 {
@@ -61,18 +61,18 @@ static void recv_fini(struct proto_comm *c)
 {
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	proto_seq_free(&r->seq);
-	fab_mr_put(r->sink_mr);
+	ofi_mr_put(r->sink_mr);
 	free(r->sink);
 }
 
-static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index);
-static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index);
+static void ping_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err);
-static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void pong_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err);
 
-static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab_device *dev,
-		     struct fab_domain *dom, size_t size, int nrails)
+static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct proto_device *dev,
+		     struct ofi_domain *dom, size_t size, int nrails)
 {
 	c->magic = PROTO_COMM_MAGIC;
 	c->kind = kind;
@@ -88,8 +88,8 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	op_init(&c->pong_op, pong_done, c, 0);
 	op_init(&c->bye_op, pong_done, c, 0);
 	atomic_flag_clear(&c->alive_busy);
-	atomic_init(&c->last_ns, fab_coarse_ns());
-	fab_freelist_init(&c->reqs);
+	atomic_init(&c->last_ns, util_coarse_ns());
+	util_freelist_init(&c->reqs);
 	dlist_init(&c->zombie.link);
 	c->zombie.pending = &c->pending;
 	c->zombie.release = comm_release;
@@ -97,13 +97,13 @@ static int comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct fab
 	 * others in control tags. */
 	uint32_t mask = kind == PROTO_RECV ? proto_tag_conn_mask(&dev->layout) & PROTO_IMM_CONN_MASK :
 					     0x7fffffffu;
-	if (!fab_domain_register(dom, &c->reg, mask, c)) {
-		FAB_WARN(NCCL_NET, "device %s: every connection id is in use", dev->props.name);
+	if (!ofi_domain_register(dom, &c->reg, mask, c)) {
+		LOG_WARN(NCCL_NET, "device %s: every connection id is in use", dev->props.name);
 		return -FI_ENOSPC;
 	}
 	if (dom->mr_mode & FI_MR_LOCAL) {
 		/* the handshake messages live inside the comm */
-		int rc = fab_mr_get(dom, c, size, FI_HMEM_SYSTEM, 0, &c->ctrl_mr);
+		int rc = ofi_mr_get(dom, c, size, FI_HMEM_SYSTEM, 0, &c->ctrl_mr);
 		if (rc)
 			return rc;
 	}
@@ -115,7 +115,7 @@ static void *ctrl_desc(struct proto_comm *c)
 	return c->ctrl_mr ? c->ctrl_mr->desc : NULL;
 }
 
-static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int index)
+static void op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index)
 {
 	memset(&op->ctx, 0, sizeof(op->ctx));
 	op->complete = fn;
@@ -127,30 +127,30 @@ static void op_init(struct fab_op *op, fab_op_complete_fn fn, void *owner, int i
 
 /* Counted before posting: a completion may arrive on another thread before the
  * post call returns. */
-static void op_will_post(struct proto_comm *c, struct fab_op *op)
+static void op_will_post(struct proto_comm *c, struct ofi_op *op)
 {
 	op->ep = c->ep; /* control messages travel on rail 0 */
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 }
 
-static void op_not_posted(struct proto_comm *c, struct fab_op *op)
+static void op_not_posted(struct proto_comm *c, struct ofi_op *op)
 {
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub(&c->pending, 1);
 }
 
 /* Last action of every completion callback: after it the comm may be freed. */
-static void op_done(struct proto_comm *c, struct fab_op *op)
+static void op_done(struct proto_comm *c, struct ofi_op *op)
 {
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
 
-static void cancel_op(struct proto_comm *c, struct fab_op *op)
+static void cancel_op(struct proto_comm *c, struct ofi_op *op)
 {
 	if (atomic_load(&op->posted) && op->ep)
-		fab_ep_cancel(op->ep, &op->ctx);
+		ofi_ep_cancel(op->ep, &op->ctx);
 }
 
 void proto_comm_lock_rails(struct proto_comm *c)
@@ -216,7 +216,7 @@ static void recv_prepare_sink(struct proto_recv *r)
 	if (!r->sink)
 		return;
 	if (r->c.dev->dom->mr_mode & FI_MR_LOCAL &&
-	    fab_mr_get(r->c.dev->dom, r->sink, need, FI_HMEM_SYSTEM, 0, &r->sink_mr)) {
+	    ofi_mr_get(r->c.dev->dom, r->sink, need, FI_HMEM_SYSTEM, 0, &r->sink_mr)) {
 		free(r->sink);
 		r->sink = NULL;
 		return;
@@ -247,7 +247,7 @@ static int comm_user_ops(struct proto_comm *c)
 	return n;
 }
 
-static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_ping *msg,
+static ssize_t post_ping(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
 			 enum proto_ping_type type);
 
 /* closeSend: waits (bounded) until the receiver took every message we handed
@@ -256,21 +256,21 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 static void send_wait_taken(struct proto_send *s)
 {
 	struct proto_comm *c = &s->c;
-	uint64_t start = fab_now_ns(), last_ping = 0;
+	uint64_t start = util_now_ns(), last_ping = 0;
 	/* a peer that let an earlier close wait in vain is not waited for again:
 	 * a job whose peer exited without a word closes each comm at once */
-	if (fab_ep_peer_silent(c->ep, c->peer_rail0))
+	if (ofi_ep_peer_silent(c->ep, c->peer_rail0))
 		return;
 	while (c->ping_id && !atomic_load(&c->dead) && !atomic_load(&s->peer_closed) &&
 	       (int32_t)(atomic_load(&s->sent) - atomic_load(&s->acked)) > 0) {
-		uint64_t now = fab_now_ns();
+		uint64_t now = util_now_ns();
 		if (now - start > PROTO_CLOSE_ACK_NS) {
-			FAB_INFO(NCCL_NET, "closing the connection to %s: the receiver took %u of %u "
+			LOG_INFO(NCCL_NET, "closing the connection to %s: the receiver took %u of %u "
 				 "messages within %d s; closing anyway (later closes to it do not wait)",
 				 s->peer_text, atomic_load(&s->acked), atomic_load(&s->sent),
 				 (int)(PROTO_CLOSE_ACK_NS / 1000000000ULL));
 			if (!atomic_load(&s->answered))
-				fab_ep_peer_set_silent(c->ep, c->peer_rail0, true);
+				ofi_ep_peer_set_silent(c->ep, c->peer_rail0, true);
 			return;
 		}
 		if (!atomic_load(&c->ping_op.posted) && now - last_ping >= PROTO_CLOSE_PING_NS) {
@@ -288,7 +288,7 @@ void proto_comm_retire(struct proto_comm *c)
 {
 	if (!c)
 		return;
-	struct fab_ep *ep = c->ep;
+	struct ofi_ep *ep = c->ep;
 	if (c->kind == PROTO_SEND)
 		send_wait_taken(container_of(c, struct proto_send, c));
 	if (c->kind == PROTO_RECV) {
@@ -299,7 +299,7 @@ void proto_comm_retire(struct proto_comm *c)
 		recv_prepare_sink(container_of(c, struct proto_recv, c));
 	}
 	/* control messages and RMA notices for it are dropped from now on */
-	fab_domain_unregister(ep->dom, &c->reg);
+	ofi_domain_unregister(ep->dom, &c->reg);
 	c->magic = 0xdeadbeef;
 	/* Holding the CQ locks keeps completions from running while we cancel. */
 	proto_comm_lock_rails(c);
@@ -309,21 +309,21 @@ void proto_comm_retire(struct proto_comm *c)
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
 	 * complete at once and are re-posted into the sink. */
-	uint64_t deadline = fab_now_ns() + PROTO_CLOSE_WAIT_NS;
+	uint64_t deadline = util_now_ns() + PROTO_CLOSE_WAIT_NS;
 	int busy;
-	while ((busy = comm_user_ops(c)) > 0 && fab_now_ns() < deadline) {
+	while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline) {
 		if (proto_comm_progress_all(c) <= 0)
 			sched_yield();
 	}
 	if (busy > 0)
-		FAB_WARN(NCCL_NET,
+		LOG_WARN(NCCL_NET,
 			 "closing a connection: %d operation(s) still use NCCL's buffers after %d s "
 			 "(the peer stopped making progress); freeing those buffers now may fault",
 			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
 		comm_release(&c->zombie);
 	else
-		fab_domain_add_zombie(ep->dom, &c->zombie);
+		ofi_domain_add_zombie(ep->dom, &c->zombie);
 }
 
 /* ---------------- devices and accounting ---------------- */
@@ -331,12 +331,12 @@ void proto_comm_retire(struct proto_comm *c)
 /* Opens the device's domain on first use and starts what every endpoint
  * needs (proto_ep_start). Everything it reads was fixed in the device at
  * init: no global lookup. */
-int proto_device_open(struct fab_device *dev, struct fab_domain **out)
+int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 {
 	int rc = 0;
 	pthread_mutex_lock(&dev->open_lock);
 	if (!dev->dom) {
-		struct fab_domain_attr attr = {
+		struct ofi_domain_attr attr = {
 			.info = dev->info,
 			.hmem = dev->hmem,
 			.flush_rma = dev->flush_rma,
@@ -348,19 +348,19 @@ int proto_device_open(struct fab_device *dev, struct fab_domain **out)
 			.cq_batch = dev->cq_batch,
 			.name = dev->props.name,
 		};
-		rc = fab_domain_open(&attr, &dev->dom);
+		rc = ofi_domain_open(&attr, &dev->dom);
 		if (!rc)
 			rc = proto_ep_start(dev, dev->dom->eps[0]);
 		for (int i = 1; !rc && i < dev->dom->nep; i++)
 			rc = proto_ep_start(dev, dev->dom->eps[i]);
 		if (rc && dev->dom) {
-			fab_domain_close(dev->dom);
+			ofi_domain_close(dev->dom);
 			dev->dom = NULL;
 		}
 		if (rc)
-			snprintf(dev->open_error, sizeof(dev->open_error), "%s", fab_strerror(rc));
+			snprintf(dev->open_error, sizeof(dev->open_error), "%s", ofi_strerror(rc));
 		else
-			FAB_INFO(NCCL_NET | NCCL_INIT,
+			LOG_INFO(NCCL_NET | NCCL_INIT,
 				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
 				 "%s, larger messages as %s",
 				 dev->index, dev->props.name, dev->provider,
@@ -415,11 +415,11 @@ static void comm_mark_dead(struct proto_comm *c, int err)
 	atomic_compare_exchange_strong(&c->dead, &expected, err);
 }
 
-static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void ping_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
 	struct proto_comm *c = op->owner;
-	FAB_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
+	LOG_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
 		  err ? fi_strerror(err->err) : "sent");
 	/* delivered says nothing (tcp takes it into the kernel's buffer even
 	 * over a cut link): only the pong does; a failed one says the peer is gone */
@@ -428,7 +428,7 @@ static void ping_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	op_done(c, op);
 }
 
-static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void pong_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
 	op_done(op->owner, op);
@@ -436,7 +436,7 @@ static void pong_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 
 /* Posts a ping or pong (type) to the comm's peer from op and its message
  * buffer; 0 or the provider's error (then nothing is posted). */
-static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_ping *msg,
+static ssize_t post_ping(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
 			 enum proto_ping_type type)
 {
 	uint32_t taken = c->kind == PROTO_RECV ?
@@ -446,7 +446,7 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 				    .taken = taken, .secret = c->secret };
 	op_will_post(c, op);
 	op->ep = c->rails[c->home]; /* where the comm's test() reads (rail 0 before the handshake) */
-	ssize_t rc = fab_ep_send(op->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
+	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), ctrl_desc(c), c->ping_peer, &op->ctx);
 	if (rc)
 		op_not_posted(c, op);
 	return rc;
@@ -455,12 +455,12 @@ static ssize_t post_ping(struct proto_comm *c, struct fab_op *op, struct proto_p
 /* A ping or pong for the object `id` of this domain, from the CTS pool of
  * its home rail (CQ lock held). Checked like every control message: the addressee
  * must be a connection whose peer is from_id, and the secret its own. */
-static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_t id)
+static void ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t id)
 {
-	struct fab_domain *dom = ep->dom;
+	struct ofi_domain *dom = ep->dom;
 	const struct proto_ping *m = msg;
 	pthread_mutex_lock(&dom->id_lock);
-	struct proto_comm *c = fab_domain_lookup_locked(dom, id);
+	struct proto_comm *c = ofi_domain_lookup_locked(dom, id);
 	bool conn = c && c->magic == PROTO_COMM_MAGIC && (c->kind == PROTO_SEND || c->kind == PROTO_RECV);
 	if (!conn) {
 		/* closed meanwhile (or never ours): the peer's pings go unanswered */
@@ -472,7 +472,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE)) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
+		LOG_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
 				 "(%zu bytes)", c->kind == PROTO_SEND ? "to" : "from",
 				 c->peer_text ? c->peer_text : "?", len);
 		return;
@@ -481,7 +481,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 		/* how many of our messages the receiver took: only ever forward */
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		if (!atomic_exchange(&s->answered, true))
-			fab_ep_peer_set_silent(c->ep, c->peer_rail0, false); /* it answers again */
+			ofi_ep_peer_set_silent(c->ep, c->peer_rail0, false); /* it answers again */
 		uint32_t acked = atomic_load(&s->acked);
 		if ((int32_t)(m->taken - acked) > 0)
 			atomic_store(&s->acked, m->taken);
@@ -489,7 +489,7 @@ static void ping_handler(struct fab_ep *ep, const void *msg, size_t len, uint32_
 			atomic_store(&s->peer_closed, true);
 	}
 	if (m->type == PROTO_PONG) {
-		atomic_store(&c->last_ns, fab_coarse_ns());
+		atomic_store(&c->last_ns, util_coarse_ns());
 	} else if (m->type == PROTO_BYE) {
 		/* (its pings go unanswered from now on: liveness sees the rest) */
 	} else if (!atomic_load(&c->pong_op.posted)) {
@@ -520,13 +520,13 @@ static void comm_fail_all(struct proto_comm *c, int err)
 				n++;
 			}
 	}
-	FAB_WARN(NCCL_NET,
+	LOG_WARN(NCCL_NET,
 		 "connection %s %s: the peer is gone (%s: %s, %.1f s after its last sign of life). "
 		 "Failing %d pending request(s) with ncclRemoteError. The peer process probably died "
 		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
 		 err == FI_ETIMEDOUT ? "no answer to liveness pings" : "a liveness ping failed",
-		 fi_strerror(err), (double)(fab_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
+		 fi_strerror(err), (double)(util_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
 	proto_comm_unlock_rails(c);
@@ -542,7 +542,7 @@ int proto_comm_alive(struct proto_comm *c)
 	}
 	if (!c->ping_id || atomic_flag_test_and_set(&c->alive_busy))
 		return 0;
-	uint64_t now = fab_coarse_ns(), last = atomic_load(&c->last_ns);
+	uint64_t now = util_coarse_ns(), last = atomic_load(&c->last_ns);
 	if (now - last < PROTO_PING_NS || last > now) {
 		c->probe_ns = 0;
 		goto out;
@@ -557,9 +557,9 @@ int proto_comm_alive(struct proto_comm *c)
 		goto out; /* (a ping the provider holds: the deadline above covers it) */
 	c->ping_ns = now;
 	ssize_t rc = post_ping(c, &c->ping_op, &c->ping_msg, PROTO_PING);
-	FAB_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
+	LOG_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
-		  rc ? fab_strerror((int)rc) : "posted");
+		  rc ? ofi_strerror((int)rc) : "posted");
 	if (rc) {
 		/* -FI_EAGAIN: tcp;ofi_rxm keeps reconnecting to a dead peer; the
 		 * deadline above ends it. Any other error ends it now. */
@@ -598,19 +598,19 @@ static uint64_t random_u64(void)
 {
 	uint64_t v = 0;
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
-		v = fab_now_ns() ^ ((uint64_t)(uintptr_t)&v << 17);
+		v = util_now_ns() ^ ((uint64_t)(uintptr_t)&v << 17);
 	return v;
 }
 
-static struct fab_device *device_of(int dev, const char *what)
+static struct proto_device *device_of(int dev, const char *what)
 {
-	struct fab_plugin *p = fab_plugin_get();
+	struct core_plugin *p = core_plugin_get();
 	if (!p) {
-		FAB_WARN(NCCL_NET, "%s called before init", what);
+		LOG_WARN(NCCL_NET, "%s called before init", what);
 		return NULL;
 	}
 	if (dev < 0 || dev >= p->ndevs) {
-		FAB_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, p->ndevs);
+		LOG_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, p->ndevs);
 		return NULL;
 	}
 	return &p->devs[dev];
@@ -618,11 +618,11 @@ static struct fab_device *device_of(int dev, const char *what)
 
 /* Grows pool `pool` of ep to want receives, within 1/share of the provider's
  * receive queue (the rest is for the data receives and the other pools). */
-static int pool_reserve_share(struct fab_ep *ep, int pool, int base, int want, int share)
+static int pool_reserve_share(struct ofi_ep *ep, int pool, int base, int want, int share)
 {
 	size_t rx = ep->dom->info->rx_attr ? ep->dom->info->rx_attr->size : 0;
 	int cap = rx >= (size_t)(2 * share * base) ? (int)(rx / (size_t)share) : base;
-	return fab_ep_rx_pool_reserve(ep, pool, want < cap ? want : cap);
+	return ofi_ep_rx_pool_reserve(ep, pool, want < cap ? want : cap);
 }
 
 /* ---------------- listen ---------------- */
@@ -637,9 +637,9 @@ static int pool_reserve_share(struct fab_ep *ep, int pool, int base, int want, i
 #define PROTO_REJECTS_MAX 64
 
 struct proto_reject_op {
-	struct fab_op op;
+	struct ofi_op op;
 	struct proto_msg msg;
-	struct fab_mr *mr;
+	struct ofi_mr *mr;
 };
 
 static atomic_int rejects_in_flight;
@@ -648,27 +648,27 @@ static atomic_int rejects_in_flight;
 static void reject_free(struct proto_reject_op *rj)
 {
 	if (rj)
-		fab_mr_put(rj->mr);
+		ofi_mr_put(rj->mr);
 	free(rj);
 	atomic_fetch_sub(&rejects_in_flight, 1);
 }
 
-static void reject_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void reject_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
 {
 	reject_free(op->owner);
 }
 
 /* Answers req with a REJECT. Safe under the CQ lock (it only posts). */
-static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct proto_msg *req,
+static void send_reject(struct proto_device *dev, struct ofi_ep *ep, const struct proto_msg *req,
 			uint32_t reason)
 {
 	char peer_text[64] = "?";
 	proto_addr_text(dev->info, req->addr[0], req->alen[0], peer_text, sizeof(peer_text));
-	FAB_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
+	LOG_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
 			 dev->props.name, peer_text, proto_reject_text(reason));
 	fi_addr_t peer;
-	if (req->alen[0] == 0 || fab_ep_resolve(ep, req->addr[0], req->alen[0], &peer))
+	if (req->alen[0] == 0 || ofi_ep_resolve(ep, req->addr[0], req->alen[0], &peer))
 		return;
 	if (atomic_fetch_add(&rejects_in_flight, 1) >= PROTO_REJECTS_MAX) {
 		atomic_fetch_sub(&rejects_in_flight, 1);
@@ -676,7 +676,7 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	}
 	struct proto_reject_op *rj = calloc(1, sizeof(*rj));
 	if (!rj || ((ep->dom->mr_mode & FI_MR_LOCAL) &&
-		    fab_mr_get(ep->dom, &rj->msg, sizeof(rj->msg), FI_HMEM_SYSTEM, 0, &rj->mr))) {
+		    ofi_mr_get(ep->dom, &rj->msg, sizeof(rj->msg), FI_HMEM_SYSTEM, 0, &rj->mr))) {
 		reject_free(rj);
 		return;
 	}
@@ -688,15 +688,15 @@ static void send_reject(struct fab_device *dev, struct fab_ep *ep, const struct 
 	rj->msg.nonce = req->nonce;
 	rj->msg.secret = req->secret;
 	proto_msg_seal(&rj->msg, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id));
-	if (fab_ep_send(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
+	if (ofi_ep_send(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
 			&rj->op.ctx))
 		reject_free(rj);
 }
 
-static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+static void connect_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
 			    uint64_t tag)
 {
-	struct fab_device *dev = arg;
+	struct proto_device *dev = arg;
 	const struct proto_msg *m = msg;
 	char why[160] = "";
 	bool bad = proto_msg_check(m, len, why, sizeof(why)) != 0;
@@ -706,22 +706,22 @@ static void connect_handler(struct fab_ep *ep, void *arg, const void *msg, size_
 	}
 	if (bad) {
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a malformed connection request: %s",
+		LOG_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a malformed connection request: %s",
 				 dev->props.name, why);
 		return;
 	}
 	for (unsigned i = 0; i < m->nrails; i++) {
-		if (fab_addr_check(ep->dom->info->addr_format, m->addr[i], m->alen[i], why, sizeof(why))) {
+		if (ofi_addr_check(ep->dom->info->addr_format, m->addr[i], m->alen[i], why, sizeof(why))) {
 			atomic_fetch_add(&ep->dropped, 1);
-			FAB_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a connection request whose "
+			LOG_WARN_LIMITED(NCCL_NET, "accept on %s: dropped a connection request whose "
 					 "rail %u address cannot be used: %s", dev->props.name, i, why);
 			return;
 		}
 	}
 	uint32_t id = (uint32_t)tag;
-	struct fab_domain *dom = ep->dom;
+	struct ofi_domain *dom = ep->dom;
 	pthread_mutex_lock(&dom->id_lock);
-	struct proto_listen *l = fab_domain_lookup_locked(dom, id);
+	struct proto_listen *l = ofi_domain_lookup_locked(dom, id);
 	uint32_t reason = PROTO_REJECT_NO_LISTENER;
 	if (l && l->c.magic == PROTO_COMM_MAGIC && l->c.kind == PROTO_LISTEN) {
 		/* checked here, not at accept: requests that cannot succeed never
@@ -751,26 +751,26 @@ out:
 		send_reject(dev, ep, m, reason);
 }
 
-int fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
+int net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
 {
 	*listen_comm = NULL;
-	struct fab_device *dev = device_of(dev_index, "listen");
+	struct proto_device *dev = device_of(dev_index, "listen");
 	if (!dev)
 		return -FI_EINVAL;
-	struct fab_domain *dom;
+	struct ofi_domain *dom;
 	int rc = proto_device_open(dev, &dom);
 	if (rc)
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	struct proto_listen *l = calloc(1, sizeof(*l));
 	if (!l) {
-		FAB_WARN(NCCL_NET, "listen: out of memory");
+		LOG_WARN(NCCL_NET, "listen: out of memory");
 		return -FI_ENOMEM;
 	}
 	pthread_mutex_init(&l->inbox_lock, NULL); /* before comm_init: its failure path destroys it */
 	rc = comm_init(&l->c, PROTO_LISTEN, dev, dom, sizeof(*l), 1);
 	if (rc) {
 		comm_release(&l->c.zombie);
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	}
 	l->id = l->c.reg.id;
 	l->nonce = random_u64();
@@ -783,13 +783,13 @@ int fab_net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
 	l->counted = true;
 	if (pool_reserve_share(l->c.ep, PROTO_POOL_CONNECT, PROTO_CONNECT_POOL,
 			       PROTO_CONNECT_POOL + listens, 8))
-		FAB_WARN(NCCL_NET, "listen: could not post more connection-request receives for %d "
+		LOG_WARN(NCCL_NET, "listen: could not post more connection-request receives for %d "
 			 "listen comms; requests may wait for a free one", listens);
 	struct proto_handle h;
 	proto_handle_encode(&h, l->id, dev->layout.bits, dev->prov_hash, l->nonce, l->c.ep->name,
 			    l->c.ep->namelen);
 	memcpy(handle, &h, sizeof(h));
-	FAB_TRACE(NCCL_NET, "listen on %s: id %u", dev->props.name, l->id);
+	LOG_TRACE(NCCL_NET, "listen on %s: id %u", dev->props.name, l->id);
 	*listen_comm = l;
 	return 0;
 }
@@ -808,20 +808,20 @@ static bool listen_pop(struct proto_listen *l, struct proto_msg *out)
 	return got;
 }
 
-int fab_net_close_listen(void *listen_comm)
+int net_close_listen(void *listen_comm)
 {
 	if (!listen_comm)
 		return 0;
 	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "closeListen: %p is not a listen comm", listen_comm);
+		LOG_WARN(NCCL_NET, "closeListen: %p is not a listen comm", listen_comm);
 		return -FI_EINVAL;
 	}
 	struct proto_listen *l = container_of(c, struct proto_listen, c);
 	if (l->accepting)
 		proto_comm_retire(&l->accepting->c);
 	/* no request reaches it from here on; the queued ones are answered */
-	fab_domain_unregister(c->dev->dom, &c->reg);
+	ofi_domain_unregister(c->dev->dom, &c->reg);
 	struct proto_msg m;
 	while (listen_pop(l, &m))
 		send_reject(c->dev, c->ep, &m, PROTO_REJECT_NO_LISTENER);
@@ -831,14 +831,14 @@ int fab_net_close_listen(void *listen_comm)
 
 /* ---------------- connect ---------------- */
 
-static void send_out_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void send_out_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			  const struct fi_cq_err_entry *err)
 {
 	struct proto_send *s = op->owner;
 	if (err && err->err != FI_ECANCELED) {
 		char text[256];
-		fab_cq_error_text(s->c.ep, err, text, sizeof(text));
-		FAB_WARN(NCCL_NET | NCCL_INIT,
+		ofi_cq_error_text(s->c.ep, err, text, sizeof(text));
+		LOG_WARN(NCCL_NET | NCCL_INIT,
 			 "connect to %s: the connection request could not be delivered: %s. Is the "
 			 "peer process alive and reachable on this interface?",
 			 s->peer_text, text);
@@ -851,14 +851,14 @@ static void send_out_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
  * answers nobody waits for, forged or late, are drained, not left in the
  * provider). The answer must carry the secret of our CONNECT, which only the
  * listener saw. CQ lock held. */
-static void accept_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+static void accept_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
 			   uint64_t tag)
 {
-	struct fab_domain *dom = ep->dom;
+	struct ofi_domain *dom = ep->dom;
 	const struct proto_msg *m = msg;
 	uint32_t id = (uint32_t)tag;
 	pthread_mutex_lock(&dom->id_lock);
-	struct proto_send *s = fab_domain_lookup_locked(dom, id);
+	struct proto_send *s = ofi_domain_lookup_locked(dom, id);
 	bool waiting = s && s->c.magic == PROTO_COMM_MAGIC && s->c.kind == PROTO_SEND &&
 		       atomic_load(&s->state) == PROTO_CONNECTING && !atomic_load(&s->in_done);
 	if (waiting && len == sizeof(*m) && m->secret == s->c.secret) {
@@ -869,7 +869,7 @@ static void accept_handler(struct fab_ep *ep, void *arg, const void *msg, size_t
 	}
 	pthread_mutex_unlock(&dom->id_lock);
 	atomic_fetch_add(&ep->dropped, 1);
-	FAB_WARN_LIMITED(NCCL_NET, "device %s: dropped an answer to a connection request that no "
+	LOG_WARN_LIMITED(NCCL_NET, "device %s: dropped an answer to a connection request that no "
 			 "connect of this process is waiting for, or that is not from its listener "
 			 "(%zu bytes, id %u)", dom->name, len, id);
 }
@@ -881,18 +881,18 @@ static void send_free_list_init(struct proto_send *s);
 /* One pool per rail receives every CTS; the tag carries the send comm's id.
  * Runs under that rail's CQ lock. The entries come from another process:
  * each is checked, and one for a message already sent eagerly is dropped. */
-static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag)
+static void cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag)
 {
 	const struct proto_cts *m = msg;
 	uint32_t id = (uint32_t)tag;
-	struct fab_domain *dom = ep->dom;
-	struct fab_device *dev = arg;
+	struct ofi_domain *dom = ep->dom;
+	struct proto_device *dev = arg;
 	if (((tag >> dev->layout.kind_shift) & 3) == PROTO_CTRL_PING) {
 		ping_handler(ep, msg, len, id);
 		return;
 	}
 	pthread_mutex_lock(&dom->id_lock);
-	struct proto_send *s = fab_domain_lookup_locked(dom, id);
+	struct proto_send *s = ofi_domain_lookup_locked(dom, id);
 	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
 		/* the connection closed meanwhile: nothing waits for it */
 		pthread_mutex_unlock(&dom->id_lock);
@@ -906,13 +906,13 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 		/* (a CTS may overtake the ACCEPT: before it, the id is not known) */
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a CTS that is malformed or not "
+		LOG_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a CTS that is malformed or not "
 				 "from its peer (%zu bytes)", s->peer_text, len);
 		return;
 	}
 	uint32_t mask = proto_tag_seq_mask(lay);
-	atomic_store_explicit(&s->c.last_ns, fab_coarse_ns(), memory_order_relaxed);
-	FAB_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
+	atomic_store_explicit(&s->c.last_ns, util_coarse_ns(), memory_order_relaxed);
+	LOG_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
 		  ep->index, m->count, m->e[0].tag, m->e[0].seq);
 	pthread_mutex_lock(&s->cts_lock);
 	for (uint32_t i = 0; i < m->count; i++) {
@@ -924,13 +924,13 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 			continue; /* sent eagerly before this CTS arrived */
 		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
 			atomic_fetch_add(&ep->dropped, 1);
-			FAB_WARN_LIMITED(NCCL_NET,
+			LOG_WARN_LIMITED(NCCL_NET,
 					 "connection to %s: dropped a CTS entry with flags 0x%x, size %llu",
 					 s->peer_text, e.flags, (unsigned long long)e.size);
 			continue;
 		}
 		if (proto_cts_put(&s->cts, proto_cts_key(folded, e.seq), &e))
-			FAB_WARN_LIMITED(NCCL_NET,
+			LOG_WARN_LIMITED(NCCL_NET,
 				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
 				 "duplicate): the peer posted more receives than NCCL allows",
 				 s->peer_text, e.tag, e.seq);
@@ -939,7 +939,7 @@ static void cts_handler(struct fab_ep *ep, void *arg, const void *msg, size_t le
 	pthread_mutex_unlock(&dom->id_lock);
 }
 
-int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
+int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep)
 {
 	ep->rw_fn = proto_rma_landed;
 	ep->rw_arg = dev;
@@ -948,16 +948,16 @@ int proto_ep_start(struct fab_device *dev, struct fab_ep *ep)
 	uint64_t ignore = 0xffffffffULL | 1ULL << dev->layout.kind_shift;
 	/* (every pool's buffers take the largest control message: any control
 	 * message may land in any of them) */
-	int rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
+	int rc = ofi_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
 				      PROTO_CTS_POOL, sizeof(struct proto_msg), cts_handler, dev);
 	/* listen handles carry rail 0's address: connection requests arrive there */
 	if (!rc && ep->index == 0)
-		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
+		rc = ofi_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
 					  0xffffffffULL, PROTO_CONNECT_POOL, sizeof(struct proto_msg),
 					  connect_handler, dev);
 	/* ... and the answers to this process's connection requests */
 	if (!rc && ep->index == 0)
-		rc = fab_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, 0),
+		rc = ofi_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, 0),
 					  0xffffffffULL, PROTO_ACCEPT_POOL, sizeof(struct proto_msg),
 					  accept_handler, dev);
 	return rc;
@@ -980,23 +980,23 @@ static struct proto_send *send_find_pending(const void *handle, uint64_t sum, in
 	return NULL;
 }
 
-static int send_create(struct fab_device *dev, const struct proto_handle *h,
+static int send_create(struct proto_device *dev, const struct proto_handle *h,
 		       const void *handle_ptr, struct proto_send **out)
 {
-	struct fab_domain *dom;
+	struct ofi_domain *dom;
 	int rc = proto_device_open(dev, &dom);
 	if (rc)
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	struct proto_send *s = calloc(1, sizeof(*s));
 	if (!s) {
-		FAB_WARN(NCCL_NET, "connect: out of memory");
+		LOG_WARN(NCCL_NET, "connect: out of memory");
 		return -FI_ENOMEM;
 	}
 	pthread_mutex_init(&s->cts_lock, NULL); /* before comm_init: its failure path destroys it */
 	rc = comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s), dom->nep);
 	if (rc) {
 		comm_release(&s->c.zombie);
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	}
 	/* Every send comm of the endpoint receives its CTS through the shared
 	 * pool: keep PROTO_CTS_PER_SEND receives posted per comm, so hundreds of
@@ -1004,28 +1004,28 @@ static int send_create(struct fab_device *dev, const struct proto_handle *h,
 	 * of 1.17 never matches a CTS that arrived before a receive was posted for
 	 * it: with 320 connections and 128 receives, the sends behind the lost
 	 * ones waited forever). */
-	int objects = fab_domain_nobjs(dom);
+	int objects = ofi_domain_nobjs(dom);
 	/* ... within half of the provider's receive queue. CTS take every rail. */
 	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
 	for (int i = 0; i < s->c.nrails; i++)
 		if (pool_reserve_share(s->c.rails[i], PROTO_POOL_CTS, PROTO_CTS_POOL, want, 2))
-			FAB_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
+			LOG_WARN(NCCL_NET, "connect: could not post more control receives on rail %d "
 				 "for %d connections; CTS messages may wait for a free one", i, objects);
 	/* answers: room for every connect that may be waiting at once */
 	if (pool_reserve_share(s->c.ep, PROTO_POOL_ACCEPT, PROTO_ACCEPT_POOL,
 			       PROTO_ACCEPT_POOL + objects / 2, 16))
-		FAB_WARN(NCCL_NET, "connect: could not post more receives for connection answers "
+		LOG_WARN(NCCL_NET, "connect: could not post more receives for connection answers "
 			 "(%d connections); an answer may wait for a free one", objects);
 	op_init(&s->out_op, send_out_done, s, 0);
 	dlist_init(&s->pending_link);
 	send_free_list_init(s);
 	proto_addr_text(dev->info, h->addr, h->addr_len, s->peer_text, sizeof(s->peer_text));
-	rc = fab_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer[0]);
+	rc = ofi_ep_resolve(s->c.ep, h->addr, h->addr_len, &s->peer[0]);
 	if (rc) {
-		FAB_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
-			 s->peer_text, fab_strerror(rc));
+		LOG_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
+			 s->peer_text, ofi_strerror(rc));
 		comm_release(&s->c.zombie);
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	}
 	s->reply_id = s->c.reg.id;
 	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, h->listen_id);
@@ -1041,7 +1041,7 @@ static int send_create(struct fab_device *dev, const struct proto_handle *h,
 		memcpy(s->out.addr[i], s->c.rails[i]->name, s->c.rails[i]->namelen);
 	}
 	proto_msg_seal(&s->out, s->listen_tag);
-	s->start_ns = fab_now_ns();
+	s->start_ns = util_now_ns();
 	s->handle_ptr = handle_ptr;
 	s->handle_sum = h->checksum;
 	atomic_init(&s->state, PROTO_CONNECTING);
@@ -1055,53 +1055,53 @@ static int send_create(struct fab_device *dev, const struct proto_handle *h,
  * libfabric call failed. */
 static int send_advance(struct proto_send *s)
 {
-	struct fab_ep *ep = s->c.ep;
+	struct ofi_ep *ep = s->c.ep;
 	ssize_t rc;
 
 	if (!s->out_posted) {
 		op_will_post(&s->c, &s->out_op);
-		rc = fab_ep_send(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0],
+		rc = ofi_ep_send(ep, &s->out, sizeof(s->out), ctrl_desc(&s->c), s->peer[0],
 				 &s->out_op.ctx);
 		if (rc) {
 			op_not_posted(&s->c, &s->out_op);
 			if (rc != -FI_EAGAIN) {
-				FAB_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
-					 s->peer_text, fab_strerror((int)rc));
-				return fab_err_sys((int)rc);
+				LOG_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
+					 s->peer_text, ofi_strerror((int)rc));
+				return ofi_err_sys((int)rc);
 			}
 		} else {
 			s->out_posted = true;
 		}
 	}
-	int prc = fab_ep_progress(ep);
+	int prc = ofi_ep_progress(ep);
 	if (prc < 0)
-		return fab_err_sys(prc);
+		return ofi_err_sys(prc);
 	if (atomic_load(&s->out_err))
 		return -FI_EHOSTUNREACH; /* (send_out_done's WARN names libfabric's reason) */
 	if (atomic_load_explicit(&s->in_done, memory_order_acquire)) {
 		char why[160];
 		if (proto_msg_check(&s->in, sizeof(s->in), why, sizeof(why))) {
-			FAB_WARN(NCCL_NET, "connect to %s: bad reply: %s", s->peer_text, why);
+			LOG_WARN(NCCL_NET, "connect to %s: bad reply: %s", s->peer_text, why);
 			return -FI_ECONNABORTED;
 		}
 		if (s->in.type == PROTO_MSG_REJECT) {
-			FAB_WARN(NCCL_NET, "connect to %s: the listener refused the connection: %s",
+			LOG_WARN(NCCL_NET, "connect to %s: the listener refused the connection: %s",
 				 s->peer_text, proto_reject_text(s->in.reason));
 			return -FI_ECONNREFUSED;
 		}
 		if (s->in.type != PROTO_MSG_ACCEPT || s->in.nonce != s->out.nonce) {
-			FAB_WARN(NCCL_NET, "connect to %s: the reply does not answer this request",
+			LOG_WARN(NCCL_NET, "connect to %s: the reply does not answer this request",
 				 s->peer_text);
 			return -FI_ECONNABORTED;
 		}
 		/* the listener agreed on min(our rails, its rails); reach each of its rails */
 		int nrails = s->in.nrails < s->c.nrails ? s->in.nrails : s->c.nrails;
 		for (int i = 1; i < nrails; i++) {
-			int rrc = fab_ep_resolve(s->c.rails[i], s->in.addr[i], s->in.alen[i], &s->peer[i]);
+			int rrc = ofi_ep_resolve(s->c.rails[i], s->in.addr[i], s->in.alen[i], &s->peer[i]);
 			if (rrc) {
-				FAB_WARN(NCCL_NET, "connect to %s: rail %d's address cannot be used: %s",
-					 s->peer_text, i, fab_strerror(rrc));
-				return fab_err_sys(rrc);
+				LOG_WARN(NCCL_NET, "connect to %s: rail %d's address cannot be used: %s",
+					 s->peer_text, i, ofi_strerror(rrc));
+				return ofi_err_sys(rrc);
 			}
 		}
 		s->c.nrails = nrails;
@@ -1111,13 +1111,13 @@ static int send_advance(struct proto_send *s)
 		s->c.ping_peer = s->peer[s->c.home];
 		s->c.peer_rail0 = s->peer[0];
 		s->c.ping_id = s->remote_id;
-		atomic_store(&s->c.last_ns, fab_coarse_ns());
+		atomic_store(&s->c.last_ns, util_coarse_ns());
 		atomic_store(&s->state, PROTO_READY);
 		return 0;
 	}
 	uint64_t limit = s->c.dev->timeout_ns;
-	if (fab_now_ns() - s->start_ns > limit) {
-		FAB_WARN(NCCL_NET,
+	if (util_now_ns() - s->start_ns > limit) {
+		LOG_WARN(NCCL_NET,
 			 "connect to %s: no answer after %llu s: the peer may have died or never "
 			 "called accept (NCCL_FABRIC_TIMEOUT sets the limit)",
 			 s->peer_text, (unsigned long long)(limit / 1000000000ULL));
@@ -1126,19 +1126,19 @@ static int send_advance(struct proto_send *s)
 	return 0;
 }
 
-int fab_net_connect(void *ctx, int dev_index, int traffic_class, void *handle, void **send_comm)
+int net_connect(void *ctx, int dev_index, int traffic_class, void *handle, void **send_comm)
 {
 	*send_comm = NULL;
-	struct fab_device *dev = device_of(dev_index, "connect");
+	struct proto_device *dev = device_of(dev_index, "connect");
 	if (!dev)
 		return -FI_EINVAL;
 	if (!handle) {
-		FAB_WARN(NCCL_NET, "connect: NULL handle");
+		LOG_WARN(NCCL_NET, "connect: NULL handle");
 		return -FI_EINVAL;
 	}
 	char why[256];
 	if (proto_handle_check(handle, dev->prov_hash, why, sizeof(why))) {
-		FAB_WARN(NCCL_NET, "connect on %s: invalid connection handle: %s", dev->props.name, why);
+		LOG_WARN(NCCL_NET, "connect on %s: invalid connection handle: %s", dev->props.name, why);
 		return -FI_EINVAL;
 	}
 	struct proto_handle h;
@@ -1161,7 +1161,7 @@ int fab_net_connect(void *ctx, int dev_index, int traffic_class, void *handle, v
 		return rc;
 	}
 	if (atomic_load(&s->state) == PROTO_READY) {
-		FAB_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
+		LOG_TRACE(NCCL_NET, "connected to %s on %s: remote id %u", s->peer_text,
 			  dev->props.name, s->remote_id);
 		*send_comm = s;
 		comm_opened();
@@ -1187,13 +1187,13 @@ void proto_pending_connects_close(int dev_index)
 	pthread_mutex_unlock(&pending_lock);
 }
 
-int fab_net_close_send(void *send_comm)
+int net_close_send(void *send_comm)
 {
 	if (!send_comm)
 		return 0;
 	struct proto_comm *c = proto_comm_from(send_comm, PROTO_SEND);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
+		LOG_WARN(NCCL_NET, "closeSend: %p is not a send comm", send_comm);
 		return -FI_EINVAL;
 	}
 	comm_closed();
@@ -1203,14 +1203,14 @@ int fab_net_close_send(void *send_comm)
 
 /* ---------------- accept ---------------- */
 
-static void recv_ack_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void recv_ack_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			  const struct fi_cq_err_entry *err)
 {
 	struct proto_recv *r = op->owner;
 	if (err && err->err != FI_ECANCELED) {
 		char text[256];
-		fab_cq_error_text(r->c.ep, err, text, sizeof(text));
-		FAB_WARN(NCCL_NET, "accept from %s: the answer to the connector failed: %s",
+		ofi_cq_error_text(r->c.ep, err, text, sizeof(text));
+		LOG_WARN(NCCL_NET, "accept from %s: the answer to the connector failed: %s",
 			 r->peer_text, text);
 	}
 	op_done(&r->c, op);
@@ -1221,7 +1221,7 @@ static void recv_free_list_init(struct proto_recv *r);
 static int recv_post_ack(struct proto_recv *r)
 {
 	op_will_post(&r->c, &r->ack_op);
-	ssize_t rc = fab_ep_send(r->c.ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
+	ssize_t rc = ofi_ep_send(r->c.ep, &r->ack, sizeof(r->ack), ctrl_desc(&r->c), r->peer[0],
 				 &r->ack_op.ctx);
 	if (rc) {
 		op_not_posted(&r->c, &r->ack_op);
@@ -1234,17 +1234,17 @@ static int recv_post_ack(struct proto_recv *r)
 /* The home rail of each accepted connection, in turn. */
 static atomic_uint accept_rail_turn;
 
-int fab_net_accept(void *listen_comm, void **recv_comm)
+int net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
 	struct proto_comm *c = proto_comm_from(listen_comm, PROTO_LISTEN);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "accept: %p is not a listen comm", listen_comm);
+		LOG_WARN(NCCL_NET, "accept: %p is not a listen comm", listen_comm);
 		return -FI_EINVAL;
 	}
 	struct proto_listen *l = container_of(c, struct proto_listen, c);
-	struct fab_device *dev = c->dev;
-	uint64_t now = fab_now_ns();
+	struct proto_device *dev = c->dev;
+	uint64_t now = util_now_ns();
 
 	/* With l->accepting set, the connection exists and only its answer is
 	 * still to be posted (the last try met -FI_EAGAIN). */
@@ -1252,9 +1252,9 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 		struct proto_msg req;
 		bool got = listen_pop(l, &req);
 		if (!got) {
-			int prc = fab_ep_progress(c->ep);
+			int prc = ofi_ep_progress(c->ep);
 			if (prc < 0)
-				return fab_err_sys(prc);
+				return ofi_err_sys(prc);
 			got = listen_pop(l, &req);
 		}
 		if (!got) {
@@ -1263,7 +1263,7 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 			l->last_call_ns = now;
 			uint64_t limit = dev->timeout_ns;
 			if (now - l->wait_start_ns > limit) {
-				FAB_WARN(NCCL_NET,
+				LOG_WARN(NCCL_NET,
 					 "accept on %s: no connection request after %llu s: the peer may "
 					 "have died (NCCL_FABRIC_TIMEOUT sets the limit)",
 					 dev->props.name, (unsigned long long)(limit / 1000000000ULL));
@@ -1275,21 +1275,21 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 		proto_addr_text(dev->info, req.addr[0], req.alen[0], peer_text, sizeof(peer_text));
 		/* (nonce, provider and addresses were checked when it was queued) */
 		struct proto_recv *r = calloc(1, sizeof(*r));
-		struct fab_domain *dom = dev->dom;
+		struct ofi_domain *dom = dev->dom;
 		int nrails = req.nrails < dom->nep ? req.nrails : dom->nep;
 		int irc = r ? comm_init(&r->c, PROTO_RECV, dev, dom, sizeof(*r), nrails) : -FI_ENOMEM;
 		if (irc) {
 			if (r)
 				comm_release(&r->c.zombie);
-			FAB_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
+			LOG_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
 			send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
-			return fab_err_sys(irc);
+			return ofi_err_sys(irc);
 		}
 		op_init(&r->ack_op, recv_ack_done, r, 0);
 		recv_free_list_init(r);
-		fab_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
+		util_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
 		for (int i = 0; i < r->c.nrails; i++) {
-			if (fab_ep_resolve(r->c.rails[i], req.addr[i], req.alen[i], &r->peer[i])) {
+			if (ofi_ep_resolve(r->c.rails[i], req.addr[i], req.alen[i], &r->peer[i])) {
 				/* a request with an address we cannot use: refused, and
 				 * accept goes on waiting for a good one */
 				send_reject(dev, c->ep, &req, PROTO_REJECT_RESOURCES);
@@ -1322,35 +1322,35 @@ int fab_net_accept(void *listen_comm, void **recv_comm)
 	struct proto_recv *r = l->accepting;
 	int rc = recv_post_ack(r);
 	if (rc == -FI_EAGAIN) {
-		(void)fab_ep_progress(c->ep);
+		(void)ofi_ep_progress(c->ep);
 		return 0;
 	}
 	l->accepting = NULL;
 	if (rc) {
-		FAB_WARN(NCCL_NET, "accept on %s: answering %s failed: %s", dev->props.name,
-			 r->peer_text, fab_strerror(rc));
+		LOG_WARN(NCCL_NET, "accept on %s: answering %s failed: %s", dev->props.name,
+			 r->peer_text, ofi_strerror(rc));
 		proto_comm_retire(&r->c);
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	}
 	l->wait_start_ns = 0;
 	r->c.peer_text = r->peer_text;
 	r->c.ping_peer = r->peer[r->c.home];
 	r->c.peer_rail0 = r->peer[0];
 	r->c.ping_id = r->reply_id;
-	atomic_store(&r->c.last_ns, fab_coarse_ns());
-	FAB_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
+	atomic_store(&r->c.last_ns, util_coarse_ns());
+	LOG_TRACE(NCCL_NET, "accepted %s on %s: id %u", r->peer_text, dev->props.name, r->id);
 	*recv_comm = r;
 	comm_opened();
 	return 0;
 }
 
-int fab_net_close_recv(void *recv_comm)
+int net_close_recv(void *recv_comm)
 {
 	if (!recv_comm)
 		return 0;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
+		LOG_WARN(NCCL_NET, "closeRecv: %p is not a receive comm", recv_comm);
 		return -FI_EINVAL;
 	}
 	comm_closed();
@@ -1366,7 +1366,7 @@ static void send_free_list_init(struct proto_send *s)
 		struct proto_send_req *q = &s->reqs[i];
 		q->h.kind = PROTO_REQ_SEND;
 		q->h.comm = &s->c;
-		fab_freelist_push(&s->c.reqs, &q->h.free_node);
+		util_freelist_push(&s->c.reqs, &q->h.free_node);
 	}
 }
 
@@ -1376,20 +1376,20 @@ static void recv_free_list_init(struct proto_recv *r)
 		struct proto_recv_req *q = &r->reqs[i];
 		q->h.kind = PROTO_REQ_RECV;
 		q->h.comm = &r->c;
-		fab_freelist_push(&r->c.reqs, &q->h.free_node);
+		util_freelist_push(&r->c.reqs, &q->h.free_node);
 	}
 }
 
 int proto_comm_progress(struct proto_comm *c)
 {
-	return fab_ep_progress(c->rails[c->home]);
+	return ofi_ep_progress(c->rails[c->home]);
 }
 
 int proto_comm_progress_all(struct proto_comm *c)
 {
 	int total = 0;
 	for (int i = 0; i < c->nrails; i++) {
-		int n = fab_ep_progress(c->rails[i]);
+		int n = ofi_ep_progress(c->rails[i]);
 		if (n < 0)
 			return n;
 		total += n;

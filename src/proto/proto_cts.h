@@ -4,8 +4,8 @@
  * probing and backward-shift deletion; fixed capacity, no allocation. Pure;
  * the send comm's cts_lock guards it.
  */
-#ifndef FAB_PROTO_CTS_H
-#define FAB_PROTO_CTS_H
+#ifndef PROTO_CTS_H
+#define PROTO_CTS_H
 
 #include <stdbool.h>
 #include <stdint.h>

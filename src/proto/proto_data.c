@@ -33,7 +33,7 @@
 
 static struct proto_req *req_get(struct proto_comm *c)
 {
-	struct fab_free_node *n = fab_freelist_pop(&c->reqs);
+	struct util_free_node *n = util_freelist_pop(&c->reqs);
 	if (!n)
 		return NULL;
 	struct proto_req *r = container_of(n, struct proto_req, free_node);
@@ -44,7 +44,7 @@ static struct proto_req *req_get(struct proto_comm *c)
 static void req_put(struct proto_req *r)
 {
 	r->in_use = false;
-	fab_freelist_push(&r->comm->reqs, &r->free_node);
+	util_freelist_push(&r->comm->reqs, &r->free_node);
 }
 
 static void req_reset(struct proto_req *r, int n)
@@ -55,10 +55,10 @@ static void req_reset(struct proto_req *r, int n)
 	atomic_store(&r->status, 0);
 }
 
-static void op_finish(struct proto_comm *c, struct fab_op *op)
+static void op_finish(struct proto_comm *c, struct ofi_op *op)
 {
-	atomic_store_explicit(&c->last_ns, fab_coarse_ns(), memory_order_relaxed);
-	fab_ep_bulk_end(op);
+	atomic_store_explicit(&c->last_ns, util_coarse_ns(), memory_order_relaxed);
+	ofi_ep_bulk_end(op);
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
@@ -70,11 +70,11 @@ static void op_finish(struct proto_comm *c, struct fab_op *op)
 static void recv_abandon(struct proto_recv_req *q, int rc)
 {
 	struct proto_req *r = &q->h;
-	proto_req_fail(r, fab_err_sys(rc));
+	proto_req_fail(r, ofi_err_sys(rc));
 	atomic_store(&q->cts_lazy, 0);
 	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
 	for (int k = q->cursor; k < r->n; k++) {
-		fab_buf_put(r->comm->dev->dom, q->bounce[k]);
+		ofi_buf_put(r->comm->dev->dom, q->bounce[k]);
 		q->bounce[k] = NULL;
 	}
 	q->cursor = r->n;
@@ -82,17 +82,17 @@ static void recv_abandon(struct proto_recv_req *q, int rc)
 	atomic_fetch_add(&r->ncomplete, missing);
 }
 
-static void cq_warn(struct fab_op *op, const struct fi_cq_err_entry *err, const char *what,
+static void cq_warn(struct ofi_op *op, const struct fi_cq_err_entry *err, const char *what,
 		    const char *peer)
 {
 	char text[256];
-	fab_cq_error_text(op->ep, err, text, sizeof(text));
-	FAB_WARN(NCCL_NET, "%s %s failed: %s", what, peer, text);
+	ofi_cq_error_text(op->ep, err, text, sizeof(text));
+	LOG_WARN(NCCL_NET, "%s %s failed: %s", what, peer, text);
 }
 
 /* ---------------- send ---------------- */
 
-static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
 	struct proto_send_req *q = op->owner;
@@ -104,69 +104,69 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 				 q->how == PROTO_SEND_RMA ? "RMA write" : "send", q->size);
 			cq_warn(op, err, what, container_of(c, struct proto_send, c)->peer_text);
 		}
-		proto_req_fail(&q->h, fab_err_cq(err->err));
+		proto_req_fail(&q->h, ofi_err_cq(err->err));
 	}
-	fab_op_release(op);
+	ofi_op_release(op);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
 }
 
 /* Posts the send's one operation. Returns 0, -FI_EAGAIN or an error. */
 static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
-			 const void *data, struct fab_mr *mr, uint64_t wire,
+			 const void *data, struct ofi_mr *mr, uint64_t wire,
 			 const struct proto_cts_entry *cts)
 {
 	struct proto_comm *c = &s->c;
-	struct fab_op *op = &q->op;
+	struct ofi_op *op = &q->op;
 	void *desc = mr ? mr->desc : NULL;
 	op->ep = c->rails[rail];
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
-	fab_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
+	ofi_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
 	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA)
-		fab_ep_bulk_begin(op);
+		ofi_ep_bulk_begin(op);
 	ssize_t rc;
 	switch (q->how) {
 	case PROTO_SEND_RMA:
-		rc = fab_ep_writedata(op->ep, data, q->size, desc,
+		rc = ofi_ep_writedata(op->ep, data, q->size, desc,
 				      proto_imm(s->remote_id, cts->slot, (uint32_t)q->size),
 				      s->peer[rail], cts->addr, cts->key, &op->ctx);
 		break;
 	case PROTO_SEND_ABORT:
 		/* the size travels where the posted buffer has room for it */
-		rc = fab_ep_tsend(op->ep, &q->abort_size,
+		rc = ofi_ep_tsend(op->ep, &q->abort_size,
 				  cts->size >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0,
 				  c->ctrl_mr ? c->ctrl_mr->desc : NULL, s->peer[rail],
 				  wire | c->dev->layout.abort_bit, &op->ctx);
 		break;
 	default:
-		rc = fab_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
+		rc = ofi_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
 		break;
 	}
 	if (rc) {
-		fab_ep_bulk_end(op);
-		fab_op_release(op);
+		ofi_ep_bulk_end(op);
+		ofi_op_release(op);
 		atomic_store(&op->posted, 0);
 		atomic_fetch_sub(&c->pending, 1);
 	}
 	return rc;
 }
 
-int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		  void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(send_comm, PROTO_SEND);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "isend: %p is not a send comm", send_comm);
+		LOG_WARN(NCCL_NET, "isend: %p is not a send comm", send_comm);
 		return -FI_EINVAL;
 	}
 	struct proto_send *s = container_of(c, struct proto_send, c);
-	struct fab_device *dev = c->dev;
+	struct proto_device *dev = c->dev;
 	const struct proto_tag_layout *lay = &dev->layout;
-	struct fab_mr *mr = mhandle;
+	struct ofi_mr *mr = mhandle;
 	if (!mr && size && (dev->dom->mr_mode & FI_MR_LOCAL)) {
-		FAB_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
+		LOG_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
 			 dev->choice.domain);
 		return -FI_EINVAL;
 	}
@@ -185,7 +185,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
 		if (!se) {
 			pthread_mutex_unlock(&s->cts_lock);
-			FAB_WARN(NCCL_NET, "isend: out of memory");
+			LOG_WARN(NCCL_NET, "isend: out of memory");
 			return -FI_ENOMEM;
 		}
 		seq = se->seq;
@@ -201,7 +201,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 		if (attempt || proto_comm_progress(c) < 0) {
 			int dead = proto_comm_alive(c);
 			if (dead) {
-				FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: the peer is gone (%s); "
+				LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: the peer is gone (%s); "
 					 "the message cannot be delivered", size, s->peer_text,
 					 fi_strerror(dead));
 				return proto_gone_rc(dead);
@@ -232,7 +232,7 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 		if (q->how == PROTO_SEND_ABORT) {
 			/* Never hand the provider a message larger than the receive:
 			 * providers break the connection or hang on it. */
-			FAB_WARN(NCCL_NET,
+			LOG_WARN(NCCL_NET,
 				 "isend of %zu bytes to %s (NCCL tag %d): the receiver posted only %llu "
 				 "bytes. Both ranks must run the same NCCL version and NCCL_PROTO/"
 				 "NCCL_ALGO/buffer settings",
@@ -253,16 +253,16 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 			(void)proto_cts_put(&s->cts, proto_cts_key(folded, seq & mask), &cts);
 		pthread_mutex_unlock(&s->cts_lock);
 		if (rc == -FI_EAGAIN) {
-			(void)fab_ep_progress(c->rails[rail]);
+			(void)ofi_ep_progress(c->rails[rail]);
 			return 0;
 		}
-		FAB_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
+		LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
 			 q && q->how == PROTO_SEND_RMA ? "fi_writedata" : "fi_tsend",
-			 fab_strerror((int)rc));
-		return fab_err_sys((int)rc);
+			 ofi_strerror((int)rc));
+		return ofi_err_sys((int)rc);
 	}
 	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
-	FAB_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
+	LOG_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
 		  s->peer_text, rail,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
 		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
@@ -272,16 +272,16 @@ int fab_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhand
 
 /* ---------------- receive ---------------- */
 
-static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
 	struct proto_recv_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	int i = op->index;
-	struct fab_buf *bounce = q->bounce[i];
+	struct ofi_buf *bounce = q->bounce[i];
 	q->bounce[i] = NULL;
-	fab_op_release(op); /* the provider is done with NCCL's buffer */
+	ofi_op_release(op); /* the provider is done with NCCL's buffer */
 	if (e)
 		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
@@ -294,14 +294,14 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
 		else
 			snprintf(what, sizeof(what), "a larger message");
-		FAB_WARN(NCCL_NET,
+		LOG_WARN(NCCL_NET,
 			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
 			 "nothing was written past the buffer. Both ranks must run the same NCCL "
 			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, what, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, -FI_EMSGSIZE);
 	} else if (e && bounce && e->len > q->posted[i]) {
-		FAB_WARN(NCCL_NET,
+		LOG_WARN(NCCL_NET,
 			 "receive from %s: a message of %zu bytes arrived for a buffer of %zu bytes "
 			 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the "
 			 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
@@ -317,8 +317,8 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	} else {
 		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink) {
 			/* closing: the sender may still send this one; let it drain */
-			fab_buf_put(c->dev->dom, bounce);
-			ssize_t rc = fab_ep_trecv(op->ep, r->sink, r->sink_len,
+			ofi_buf_put(c->dev->dom, bounce);
+			ssize_t rc = ofi_ep_trecv(op->ep, r->sink, r->sink_len,
 					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[c->home],
 					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
 			if (rc == 0) {
@@ -329,7 +329,7 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		}
 		if (err->err == FI_ETRUNC) {
 			/* Not with CTS checks and bounce buffers; kept for providers that report it. */
-			FAB_WARN(NCCL_NET,
+			LOG_WARN(NCCL_NET,
 				 "receive from %s: a message larger than the buffer of %zu bytes "
 				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut)",
 				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
@@ -340,9 +340,9 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
 			cq_warn(op, err, what, r->peer_text);
 		}
-		proto_req_fail(&q->h, fab_err_cq(err->err));
+		proto_req_fail(&q->h, ofi_err_cq(err->err));
 	}
-	fab_buf_put(c->dev->dom, bounce);
+	ofi_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
 }
@@ -351,15 +351,15 @@ static void recv_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
  * the CQ lock of the rail the write arrived on, which is the rail of the
  * buffer's tagged receive, so the two never race. Nothing in the data is
  * trusted: a write that does not name a buffer waiting for one is dropped. */
-void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len)
+void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 {
-	struct fab_device *dev = arg;
-	struct fab_domain *dom = ep->dom;
+	struct proto_device *dev = arg;
+	struct ofi_domain *dom = ep->dom;
 	uint32_t conn, slot, size;
 	proto_imm_parse(imm, &conn, &slot, &size);
 	const char *why = NULL;
 	pthread_mutex_lock(&dom->id_lock);
-	struct proto_recv *r = fab_domain_lookup_locked(dom, conn);
+	struct proto_recv *r = ofi_domain_lookup_locked(dom, conn);
 	struct proto_recv_req *q = NULL;
 	int i = (int)(slot & 7);
 	if (!r || r->c.magic != PROTO_COMM_MAGIC || r->c.kind != PROTO_RECV) {
@@ -376,7 +376,7 @@ void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len)
 	if (why) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "device %s: dropped an RMA write notice (connection %u, "
+		LOG_WARN_LIMITED(NCCL_NET, "device %s: dropped an RMA write notice (connection %u, "
 				 "slot %u, %u bytes): %s", dev->props.name, conn, slot, size, why);
 		return;
 	}
@@ -385,12 +385,12 @@ void proto_rma_landed(struct fab_ep *ep, void *arg, uint64_t imm, size_t len)
 	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
 	 * (recv_done) completes the buffer */
-	fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
+	ofi_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
 	pthread_mutex_unlock(&dom->id_lock);
 	(void)len;
 }
 
-static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void recv_cts_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			  const struct fi_cq_err_entry *err)
 {
 	struct proto_recv_req *q = op->owner;
@@ -400,8 +400,8 @@ static void recv_cts_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 		 * then its messages are here, or on their way. test() fails the
 		 * request only if it is still waiting a while later. */
 		q->cts_err = err->err;
-		atomic_store(&q->cts_failed_ns, fab_now_ns());
-		FAB_TRACE(NCCL_NET, "receive: the CTS to %s failed: %s",
+		atomic_store(&q->cts_failed_ns, util_now_ns());
+		LOG_TRACE(NCCL_NET, "receive: the CTS to %s failed: %s",
 			  container_of(c, struct proto_recv, c)->peer_text, fi_strerror(err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
@@ -419,14 +419,14 @@ static void recv_cts_failed(struct proto_recv_req *q)
 	struct proto_comm *c = q->h.comm;
 	if (atomic_exchange(&q->cts_failed_ns, 0) == 0)
 		return;
-	FAB_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
+	LOG_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
 		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
 		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
-	proto_req_fail(&q->h, fab_err_cq(q->cts_err));
+	proto_req_fail(&q->h, ofi_err_cq(q->cts_err));
 	proto_comm_lock_rails(c);
 	for (int i = 0; i < q->h.n; i++)
 		if (atomic_load(&q->ops[i].posted))
-			fab_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
+			ofi_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
 	proto_comm_unlock_rails(c);
 }
 
@@ -440,25 +440,25 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	uint64_t ignore = c->dev->layout.abort_bit;
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
-		struct fab_op *op = &q->ops[i];
+		struct ofi_op *op = &q->ops[i];
 		op->ep = c->rails[c->home];
 		atomic_store(&op->posted, 1);
 		atomic_fetch_add(&c->pending, 1);
-		struct fab_buf *b = q->bounce[i];
-		struct fab_mr *mr = q->mr[i];
+		struct ofi_buf *b = q->bounce[i];
+		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[c->home];
-		fab_op_hold(op, b ? NULL : mr);
+		ofi_op_hold(op, b ? NULL : mr);
 		if (q->posted[i] > c->dev->eager_max)
-			fab_ep_bulk_begin(op); /* a large message may come */
-		ssize_t rc = b ? fab_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
+			ofi_ep_bulk_begin(op); /* a large message may come */
+		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
-				 fab_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
+				 ofi_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
 					      src, q->wire[i], ignore, &op->ctx);
 		if (rc) {
-			fab_ep_bulk_end(op);
-			fab_op_release(op);
+			ofi_ep_bulk_end(op);
+			ofi_op_release(op);
 			atomic_store(&op->posted, 0);
 			atomic_fetch_sub(&c->pending, 1);
 			return (int)rc;
@@ -469,7 +469,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed)) {
 			/* lazy: not before it is due, and only by the thread that claims it */
 			int lazy = 1;
-			if (fab_coarse_ns() < q->cts_due_ns ||
+			if (util_coarse_ns() < q->cts_due_ns ||
 			    !atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0))
 				return 0;
 		}
@@ -478,7 +478,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		atomic_store(&q->cts_op.posted, 1);
 		atomic_fetch_add(&c->pending, 1);
 		q->cts.route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id);
-		ssize_t rc = fab_ep_send(q->cts_op.ep, &q->cts,
+		ssize_t rc = ofi_ep_send(q->cts_op.ep, &q->cts,
 				     offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
 				     c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[rail],
 				     &q->cts_op.ctx);
@@ -494,27 +494,27 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	return 0;
 }
 
-int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		  void **mhandles, void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "irecv: %p is not a receive comm", recv_comm);
+		LOG_WARN(NCCL_NET, "irecv: %p is not a receive comm", recv_comm);
 		return -FI_EINVAL;
 	}
 	struct proto_recv *rc_ = container_of(c, struct proto_recv, c);
-	struct fab_device *dev = c->dev;
+	struct proto_device *dev = c->dev;
 	const struct proto_tag_layout *lay = &dev->layout;
 	if (n < 1 || n > dev->props.max_recvs) {
-		FAB_WARN(NCCL_NET, "irecv: %d buffers requested, maxRecvs is %d", n,
+		LOG_WARN(NCCL_NET, "irecv: %d buffers requested, maxRecvs is %d", n,
 			 dev->props.max_recvs);
 		return -FI_EINVAL;
 	}
 	bool need_mr = dev->dom->mr_mode & FI_MR_LOCAL;
 	for (int i = 0; i < n; i++) {
 		if (need_mr && sizes[i] && !(mhandles && mhandles[i])) {
-			FAB_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
+			LOG_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
 			return -FI_EINVAL;
 		}
 	}
@@ -548,14 +548,14 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		if (!se) {
 			for (int k = 0; k < i; k++) {
 				proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
-				fab_buf_put(dev->dom, q->bounce[k]);
+				ofi_buf_put(dev->dom, q->bounce[k]);
 			}
 			req_put(r);
-			FAB_WARN(NCCL_NET, "irecv: out of memory");
+			LOG_WARN(NCCL_NET, "irecv: out of memory");
 			return -FI_ENOMEM;
 		}
 		uint32_t seq = se->seq++;
-		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
+		struct ofi_mr *mr = mhandles ? mhandles[i] : NULL;
 		q->data[i] = data[i];
 		q->posted[i] = sizes[i];
 		atomic_store(&q->got[i], 0);
@@ -564,9 +564,9 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
-			q->bounce[i] = fab_buf_get(dev->dom);
+			q->bounce[i] = ofi_buf_get(dev->dom);
 			if (!q->bounce[i])
-				FAB_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "
+				LOG_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "
 						 "message larger than this %zu-byte buffer would be cut "
 						 "by the provider", sizes[i]);
 		}
@@ -585,7 +585,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			ce->slot = index << 3 | (uint32_t)i;
 			atomic_fetch_or(&q->rma_expect, 1u << i);
 		}
-		struct fab_op *op = &q->ops[i];
+		struct ofi_op *op = &q->ops[i];
 		op->complete = recv_done;
 		op->owner = q;
 		op->index = i;
@@ -597,7 +597,7 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	for (int i = 0; i < n; i++)
 		lazy &= sizes[i] <= dev->eager_max && (q->bounce[i] || sizes[i] == dev->eager_max);
 	if (lazy) {
-		q->cts_due_ns = fab_coarse_ns() + PROTO_LAZY_CTS_NS;
+		q->cts_due_ns = util_coarse_ns() + PROTO_LAZY_CTS_NS;
 		atomic_store(&q->cts_lazy, 1);
 	}
 	int prc = recv_post_remaining(q);
@@ -605,24 +605,24 @@ int fab_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		/* nothing went out: undo as if irecv had not been called */
 		for (int k = 0; k < n; k++) {
 			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
-			fab_buf_put(dev->dom, q->bounce[k]);
+			ofi_buf_put(dev->dom, q->bounce[k]);
 		}
 		req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)proto_comm_progress(c);
 			return 0;
 		}
-		FAB_WARN(NCCL_NET, "irecv from %s: fi_trecv failed: %s", rc_->peer_text,
-			 fab_strerror(prc));
-		return fab_err_sys(prc);
+		LOG_WARN(NCCL_NET, "irecv from %s: fi_trecv failed: %s", rc_->peer_text,
+			 ofi_strerror(prc));
+		return ofi_err_sys(prc);
 	}
 	if (prc && prc != -FI_EAGAIN) {
-		FAB_WARN(NCCL_NET, "irecv from %s: posting failed: %s", rc_->peer_text,
-			 fab_strerror(prc));
+		LOG_WARN(NCCL_NET, "irecv from %s: posting failed: %s", rc_->peer_text,
+			 ofi_strerror(prc));
 		recv_abandon(q, prc);
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
-	FAB_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
+	LOG_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
 		  rc_->peer_text, tags[0], sizes[0], c->home,
 		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
@@ -649,19 +649,19 @@ static void recv_skip_lazy_cts(struct proto_req *r)
 
 static int flush_post(struct proto_recv_req *q);
 
-int fab_net_test(void *request, int *done, int *sizes)
+int net_test(void *request, int *done, int *sizes)
 {
 	struct proto_req *r = request;
 	*done = 0;
 	if (!r || !r->in_use) {
-		FAB_WARN(NCCL_NET, "test: %p is not a pending request", request);
+		LOG_WARN(NCCL_NET, "test: %p is not a pending request", request);
 		return -FI_EINVAL;
 	}
 	if (r->kind == PROTO_REQ_FLUSH && r->nposted == 0) {
 		int rc = flush_post(container_of(r, struct proto_recv_req, h));
 		if (rc && rc != -FI_EAGAIN) {
-			FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
-			proto_req_fail(r, fab_err_sys(rc));
+			LOG_WARN(NCCL_NET, "iflush: fi_read failed: %s", ofi_strerror(rc));
+			proto_req_fail(r, ofi_err_sys(rc));
 			atomic_fetch_add(&r->ncomplete, 1);
 			r->nposted = 1;
 		}
@@ -677,7 +677,7 @@ int fab_net_test(void *request, int *done, int *sizes)
 				continue;
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
-				FAB_WARN(NCCL_NET, "test: posting a receive failed: %s", fab_strerror(rc));
+				LOG_WARN(NCCL_NET, "test: posting a receive failed: %s", ofi_strerror(rc));
 				recv_abandon(q, rc);
 			}
 		}
@@ -686,10 +686,10 @@ int fab_net_test(void *request, int *done, int *sizes)
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		/* the comm's home rail carries its messages, CTS and pings; a
 		 * flush reads on rail 0 */
-		int prc = r->kind == PROTO_REQ_FLUSH ? fab_ep_progress(r->comm->ep) :
+		int prc = r->kind == PROTO_REQ_FLUSH ? ofi_ep_progress(r->comm->ep) :
 						       proto_comm_progress(r->comm);
 		if (prc < 0)
-			return fab_err_sys(prc);
+			return ofi_err_sys(prc);
 		recv_skip_lazy_cts(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
@@ -698,14 +698,14 @@ int fab_net_test(void *request, int *done, int *sizes)
 			 * the error, so NCCL's abort starts in bounded time. */
 			int dead = proto_comm_alive(r->comm);
 			if (dead) {
-				FAB_WARN_LIMITED(NCCL_NET, "test: the peer of this connection is gone; "
+				LOG_WARN_LIMITED(NCCL_NET, "test: the peer of this connection is gone; "
 						 "reporting ncclRemoteError");
 				return proto_gone_rc(dead);
 			}
 			if (r->kind == PROTO_REQ_RECV) {
 				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 				uint64_t failed = atomic_load(&q->cts_failed_ns);
-				if (failed && fab_now_ns() - failed > PROTO_CTS_FAIL_GRACE_NS)
+				if (failed && util_now_ns() - failed > PROTO_CTS_FAIL_GRACE_NS)
 					recv_cts_failed(q);
 			}
 			return 0;
@@ -730,7 +730,7 @@ int fab_net_test(void *request, int *done, int *sizes)
 
 /* ---------------- flush ---------------- */
 
-static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void flush_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		       const struct fi_cq_err_entry *err)
 {
 	struct proto_recv_req *q = op->owner;
@@ -738,10 +738,10 @@ static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 	if (err) {
 		if (err->err != FI_ECANCELED) {
 			char text[256];
-			fab_cq_error_text(c->ep, err, text, sizeof(text));
-			FAB_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
+			ofi_cq_error_text(c->ep, err, text, sizeof(text));
+			LOG_WARN(NCCL_NET, "iflush: the RDMA read that orders GPU writes failed: %s", text);
 		}
-		proto_req_fail(&q->h, fab_err_sys(-err->err));
+		proto_req_fail(&q->h, ofi_err_sys(-err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	op_finish(c, op);
@@ -751,11 +751,11 @@ static void flush_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 static int flush_post(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
-	struct fab_domain *dom = c->dev->dom;
+	struct ofi_domain *dom = c->dev->dom;
 	q->ops[0].ep = c->ep;
 	atomic_store(&q->ops[0].posted, 1);
 	atomic_fetch_add(&c->pending, 1);
-	ssize_t rc = fab_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
+	ssize_t rc = ofi_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
 			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
 	if (rc) {
@@ -771,17 +771,17 @@ static int flush_post(struct proto_recv_req *q)
  * orders it after the NIC's writes, so when it completes the data is in GPU
  * memory. Always returns a request (a NULL request would tell NCCL the flush
  * is done): a read the provider cannot take yet is posted again by test(). */
-static int flush_rma(struct proto_comm *c, struct fab_mr *mr, void *data, void **request)
+static int flush_rma(struct proto_comm *c, struct ofi_mr *mr, void *data, void **request)
 {
-	struct fab_domain *dom = c->dev->dom;
+	struct ofi_domain *dom = c->dev->dom;
 	fi_addr_t self;
-	int rrc = fab_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self);
+	int rrc = ofi_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self);
 	if (rrc)
-		return fab_err_sys(rrc);
+		return ofi_err_sys(rrc);
 	struct proto_req *r = req_get(c);
 	if (!r) {
 		/* NCCL completes a receive before flushing it, so a slot is free */
-		FAB_WARN(NCCL_NET, "iflush: no free request on this connection (%d in flight)",
+		LOG_WARN(NCCL_NET, "iflush: no free request on this connection (%d in flight)",
 			 PROTO_RECV_REQS);
 		return -FI_EOPBADSTATE;
 	}
@@ -801,22 +801,22 @@ static int flush_rma(struct proto_comm *c, struct fab_mr *mr, void *data, void *
 	if (rc && rc != -FI_EAGAIN) {
 		r->kind = PROTO_REQ_RECV;
 		req_put(r);
-		FAB_WARN(NCCL_NET, "iflush: fi_read failed: %s", fab_strerror(rc));
-		return fab_err_sys(rc);
+		LOG_WARN(NCCL_NET, "iflush: fi_read failed: %s", ofi_strerror(rc));
+		return ofi_err_sys(rc);
 	}
 	if (rc)
-		(void)fab_ep_progress(c->ep);
+		(void)ofi_ep_progress(c->ep);
 	*request = r;
 	return 0;
 }
 
-int fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+int net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 		   void **request)
 {
 	*request = NULL;
 	struct proto_comm *c = proto_comm_from(recv_comm, PROTO_RECV);
 	if (!c) {
-		FAB_WARN(NCCL_NET, "iflush: %p is not a receive comm", recv_comm);
+		LOG_WARN(NCCL_NET, "iflush: %p is not a receive comm", recv_comm);
 		return -FI_EINVAL;
 	}
 	/* Host memory needs no flush: the CPU sees what the provider wrote. One
@@ -824,27 +824,27 @@ int fab_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhand
 	 * before it), so the last GPU buffer with data is the one read. */
 	int last = -1;
 	for (int i = 0; i < n; i++) {
-		struct fab_mr *mr = mhandles ? mhandles[i] : NULL;
+		struct ofi_mr *mr = mhandles ? mhandles[i] : NULL;
 		if (mr && mr->iface == FI_HMEM_CUDA && sizes[i] > 0)
 			last = i;
 	}
 	if (last < 0)
 		return 0;
-	switch ((enum fab_flush_method)c->dev->flush) {
-	case FAB_FLUSH_RMA_READ:
+	switch ((enum policy_flush_method)c->dev->flush) {
+	case POLICY_FLUSH_RMA_READ:
 		return flush_rma(c, mhandles[last], data[last], request);
-	case FAB_FLUSH_CUDA: {
-		int rc = fab_cuda_flush_gdr_writes();
+	case POLICY_FLUSH_CUDA: {
+		int rc = cuda_flush_gdr_writes();
 		if (rc) {
-			FAB_WARN(NCCL_NET, "iflush: cuFlushGPUDirectRDMAWrites failed (CUresult %d)", rc);
-			return -FAB_ECUDA;
+			LOG_WARN(NCCL_NET, "iflush: cuFlushGPUDirectRDMAWrites failed (CUresult %d)", rc);
+			return -OFI_ECUDA;
 		}
 		return 0;
 	}
-	case FAB_FLUSH_NONE:
+	case POLICY_FLUSH_NONE:
 		break;
 	}
-	FAB_WARN(NCCL_NET, "iflush: GPU memory registered but no flush method chosen");
+	LOG_WARN(NCCL_NET, "iflush: GPU memory registered but no flush method chosen");
 	return -FI_EOPBADSTATE;
 }
 
@@ -854,13 +854,13 @@ static struct proto_comm *data_comm(void *comm, const char *what)
 {
 	struct proto_comm *c = proto_comm_from(comm, 0);
 	if (!c || c->kind == PROTO_LISTEN) {
-		FAB_WARN(NCCL_NET, "%s: %p is not a send or receive comm", what, comm);
+		LOG_WARN(NCCL_NET, "%s: %p is not a send or receive comm", what, comm);
 		return NULL;
 	}
 	return c;
 }
 
-int fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+int net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
 	*mhandle = NULL;
 	struct proto_comm *c = data_comm(comm, "regMr");
@@ -870,31 +870,31 @@ int fab_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle
 	int device = 0;
 	if (type == NCCL_PTR_CUDA) {
 		if (!c->dev->hmem) {
-			FAB_WARN(NCCL_NET,
+			LOG_WARN(NCCL_NET,
 				 "regMr: NCCL registered GPU memory on %s, but this device does not "
 				 "support it (ptrSupport 0x%x)",
 				 c->dev->props.name, c->dev->props.ptr_support);
 			return -FI_EINVAL;
 		}
 		iface = FI_HMEM_CUDA;
-		device = fab_cuda_pointer_device(data);
+		device = cuda_pointer_device(data);
 		if (device < 0) {
-			FAB_WARN(NCCL_NET, "regMr: %p is not GPU memory the CUDA driver knows", data);
+			LOG_WARN(NCCL_NET, "regMr: %p is not GPU memory the CUDA driver knows", data);
 			return -FI_EINVAL;
 		}
 	} else if (type != NCCL_PTR_HOST) {
-		FAB_WARN(NCCL_NET, "regMr: unknown memory type %d", type);
+		LOG_WARN(NCCL_NET, "regMr: unknown memory type %d", type);
 		return -FI_EINVAL;
 	}
-	struct fab_mr *mr;
-	int rc = fab_mr_get(c->dev->dom, data, size, iface, device, &mr);
+	struct ofi_mr *mr;
+	int rc = ofi_mr_get(c->dev->dom, data, size, iface, device, &mr);
 	if (rc)
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	*mhandle = mr;
 	return 0;
 }
 
-int fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+int net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
 			  int fd, void **mhandle)
 {
 	*mhandle = NULL;
@@ -902,25 +902,25 @@ int fab_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_
 	if (!c)
 		return -FI_EINVAL;
 	if (type != NCCL_PTR_CUDA || fd < 0 || !c->dev->dmabuf)
-		return fab_net_reg_mr(comm, data, size, type, mhandle);
-	int device = fab_cuda_pointer_device(data);
+		return net_reg_mr(comm, data, size, type, mhandle);
+	int device = cuda_pointer_device(data);
 	if (device < 0) {
-		FAB_WARN(NCCL_NET, "regMrDmaBuf: %p is not GPU memory the CUDA driver knows", data);
+		LOG_WARN(NCCL_NET, "regMrDmaBuf: %p is not GPU memory the CUDA driver knows", data);
 		return -FI_EINVAL;
 	}
 	/* NCCL closes fd right after this call: it is imported here, inside it. */
-	struct fab_mr *mr;
-	int rc = fab_mr_get_dmabuf(c->dev->dom, data, size, fd, offset, device, &mr);
+	struct ofi_mr *mr;
+	int rc = ofi_mr_get_dmabuf(c->dev->dom, data, size, fd, offset, device, &mr);
 	if (rc)
-		return fab_err_sys(rc);
+		return ofi_err_sys(rc);
 	*mhandle = mr;
 	return 0;
 }
 
-int fab_net_dereg_mr(void *comm, void *mhandle)
+int net_dereg_mr(void *comm, void *mhandle)
 {
 	if (!mhandle)
 		return 0;
-	fab_mr_put(mhandle);
+	ofi_mr_put(mhandle);
 	return 0;
 }

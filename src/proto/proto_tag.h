@@ -25,8 +25,8 @@
  * Narrow layout (48..63 bits): conn = bits-30, seq 12, NCCL tag 16.
  * NCCL tags are ranks; they are folded to the tag field's width.
  */
-#ifndef FAB_PROTO_TAG_H
-#define FAB_PROTO_TAG_H
+#ifndef PROTO_TAG_H
+#define PROTO_TAG_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -9,9 +9,9 @@
 
 uint64_t proto_prov_hash(const char *prov_name, uint32_t addr_format, unsigned tag_bits)
 {
-	uint64_t h = fab_fnv1a64(prov_name, strlen(prov_name), 0);
-	h = fab_fnv1a64(&addr_format, sizeof(addr_format), h);
-	return fab_fnv1a64(&tag_bits, sizeof(tag_bits), h);
+	uint64_t h = util_fnv1a64(prov_name, strlen(prov_name), 0);
+	h = util_fnv1a64(&addr_format, sizeof(addr_format), h);
+	return util_fnv1a64(&tag_bits, sizeof(tag_bits), h);
 }
 
 void proto_handle_encode(struct proto_handle *h, uint32_t listen_id, unsigned tag_bits,
@@ -26,7 +26,7 @@ void proto_handle_encode(struct proto_handle *h, uint32_t listen_id, unsigned ta
 	h->prov_hash = prov_hash;
 	h->nonce = nonce;
 	memcpy(h->addr, addr, addr_len);
-	h->checksum = fab_fnv1a64(h, offsetof(struct proto_handle, checksum), 0);
+	h->checksum = util_fnv1a64(h, offsetof(struct proto_handle, checksum), 0);
 }
 
 int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t why_len)
@@ -43,11 +43,11 @@ int proto_handle_check(const void *buf, uint64_t prov_hash, char *why, size_t wh
 			 h.version, PROTO_VERSION);
 		return -1;
 	}
-	if (h.checksum != fab_fnv1a64(&h, offsetof(struct proto_handle, checksum), 0)) {
+	if (h.checksum != util_fnv1a64(&h, offsetof(struct proto_handle, checksum), 0)) {
 		snprintf(why, why_len, "checksum mismatch: the handle was corrupted in transit");
 		return -1;
 	}
-	if (h.addr_len == 0 || h.addr_len > FAB_ADDR_MAX) {
+	if (h.addr_len == 0 || h.addr_len > OFI_ADDR_MAX) {
 		snprintf(why, why_len, "address length %u out of range", h.addr_len);
 		return -1;
 	}
@@ -69,7 +69,7 @@ void proto_msg_seal(struct proto_msg *m, uint64_t route)
 	m->route = route;
 	m->magic = PROTO_MAGIC;
 	m->version = PROTO_VERSION;
-	m->checksum = fab_fnv1a64(m, offsetof(struct proto_msg, checksum), 0);
+	m->checksum = util_fnv1a64(m, offsetof(struct proto_msg, checksum), 0);
 }
 
 int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why_len)
@@ -79,7 +79,7 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		return -1;
 	}
 	if (m->magic != PROTO_MAGIC ||
-	    m->checksum != fab_fnv1a64(m, offsetof(struct proto_msg, checksum), 0)) {
+	    m->checksum != util_fnv1a64(m, offsetof(struct proto_msg, checksum), 0)) {
 		snprintf(why, why_len, "corrupt control message");
 		return -1;
 	}
@@ -103,7 +103,7 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 		return -1;
 	}
 	for (unsigned i = 0; i < m->nrails; i++) {
-		if (m->alen[i] == 0 || m->alen[i] > FAB_ADDR_MAX) {
+		if (m->alen[i] == 0 || m->alen[i] > OFI_ADDR_MAX) {
 			snprintf(why, why_len, "address length %u of rail %u out of range", m->alen[i], i);
 			return -1;
 		}

@@ -9,14 +9,14 @@
  * with a magic and a version and ends with a checksum, so a corrupt or foreign
  * handle is an error message, never a crash.
  */
-#ifndef FAB_PROTO_WIRE_H
-#define FAB_PROTO_WIRE_H
+#ifndef PROTO_WIRE_H
+#define PROTO_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "abi/nccl_net_abi.h"
-#include "fab/fab.h"
+#include "nccl/nccl_net.h"
+#include "ofi/ofi.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
 #define PROTO_VERSION 5 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
@@ -32,7 +32,7 @@ struct proto_handle {
 	uint32_t tag_bits;
 	uint64_t prov_hash; /* provider and address format: a handle from another provider is foreign */
 	uint64_t nonce;     /* the listen comm's; CONNECT echoes it */
-	uint8_t addr[FAB_ADDR_MAX];
+	uint8_t addr[OFI_ADDR_MAX];
 	uint64_t checksum;  /* FNV-1a of every byte before it */
 };
 _Static_assert(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's 128 bytes");
@@ -71,7 +71,7 @@ struct proto_msg {
 	 * control message of the connection (CTS, ping, pong) carries it; one
 	 * without it is dropped, so nobody but the two ends can speak for it. */
 	uint64_t secret;
-	uint8_t addr[PROTO_MAX_RAILS][FAB_ADDR_MAX]; /* the sender's rail endpoints */
+	uint8_t addr[PROTO_MAX_RAILS][OFI_ADDR_MAX]; /* the sender's rail endpoints */
 	uint64_t checksum;
 };
 _Static_assert(sizeof(struct proto_msg) == 768, "control message layout");

@@ -1,8 +1,8 @@
 /*
  * json.h - the few JSON writing helpers the reports need (strings escaped).
  */
-#ifndef FAB_UTIL_JSON_H
-#define FAB_UTIL_JSON_H
+#ifndef UTIL_JSON_H
+#define UTIL_JSON_H
 
 #include <stdio.h>
 

@@ -2,8 +2,8 @@
  * list.h - intrusive doubly linked list. Nodes live inside their owners; the
  * list never allocates. Recover the owner with container_of.
  */
-#ifndef FAB_UTIL_LIST_H
-#define FAB_UTIL_LIST_H
+#ifndef UTIL_LIST_H
+#define UTIL_LIST_H
 
 #include <stddef.h>
 #include <stdbool.h>

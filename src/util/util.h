@@ -2,25 +2,25 @@
  * util.h - small helpers shared by every module: checksums, bit counting,
  * string copying, time.
  */
-#ifndef FAB_UTIL_H
-#define FAB_UTIL_H
+#ifndef UTIL_H
+#define UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 
-#define FAB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define FAB_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define FAB_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define FAB_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a) - 1))
-#define FAB_ALIGN_UP(x, a) (((x) + (uintptr_t)(a) - 1) & ~((uintptr_t)(a) - 1))
-#define FAB_HIDDEN __attribute__((visibility("hidden")))
-#define FAB_EXPORT __attribute__((visibility("default")))
+#define UTIL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define UTIL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define UTIL_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define UTIL_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a) - 1))
+#define UTIL_ALIGN_UP(x, a) (((x) + (uintptr_t)(a) - 1) & ~((uintptr_t)(a) - 1))
+#define UTIL_HIDDEN __attribute__((visibility("hidden")))
+#define UTIL_EXPORT __attribute__((visibility("default")))
 
 /* 64-bit FNV-1a: stable across processes and builds, used for handle checksums
  * and device guids. Not cryptographic. */
-static inline uint64_t fab_fnv1a64(const void *data, size_t len, uint64_t seed)
+static inline uint64_t util_fnv1a64(const void *data, size_t len, uint64_t seed)
 {
 	const unsigned char *p = data;
 	uint64_t h = seed ? seed : 0xcbf29ce484222325ULL;
@@ -32,7 +32,7 @@ static inline uint64_t fab_fnv1a64(const void *data, size_t len, uint64_t seed)
 }
 
 /* Copies at most dst_size-1 bytes and always terminates. */
-static inline void fab_strlcpy(char *dst, const char *src, size_t dst_size)
+static inline void util_strlcpy(char *dst, const char *src, size_t dst_size)
 {
 	if (!dst_size)
 		return;
@@ -43,7 +43,7 @@ static inline void fab_strlcpy(char *dst, const char *src, size_t dst_size)
 	dst[n] = '\0';
 }
 
-static inline uint64_t fab_now_ns(void)
+static inline uint64_t util_now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -53,8 +53,8 @@ static inline uint64_t fab_now_ns(void)
 /* The same clock at the kernel tick's resolution (a few ms), for what runs
  * on every completion and every test(): liveness, idleness, the lazy CTS.
  * It reads a variable; the precise clock costs up to a quarter of a spinning
- * test() loop in a VM. Never mix its values with fab_now_ns()'s. */
-static inline uint64_t fab_coarse_ns(void)
+ * test() loop in a VM. Never mix its values with util_now_ns()'s. */
+static inline uint64_t util_coarse_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);

@@ -1,13 +1,13 @@
 /*
  * test_abi.c - abi_result, the one place an internal -FI_* code becomes an
- * ncclResult_t, and the helpers that pick the codes (fab_err_sys, fab_err_cq,
+ * ncclResult_t, and the helpers that pick the codes (ofi_err_sys, ofi_err_cq,
  * proto_gone_rc): NCCL must be told what it was told before errors travelled
  * as -FI_* codes, for every code. Fails if a mapping changes.
  */
 #include <string.h>
 
 #include "abi/abi.h"
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "proto/proto.h"
 #include "unit.h"
 
@@ -33,7 +33,7 @@ static int test_table(void)
 		{-FI_ETIMEDOUT, ncclRemoteError},
 		{-FI_EIO, ncclRemoteError},
 		{-FI_EOPBADSTATE, ncclInternalError},
-		{-FAB_ECUDA, ncclUnhandledCudaError},
+		{-OFI_ECUDA, ncclUnhandledCudaError},
 		{-FI_ENOMEM, ncclSystemError},
 		{-FI_EOTHER, ncclSystemError},
 		{-FI_ECANCELED, ncclSystemError},
@@ -80,14 +80,14 @@ static ncclResult_t completion_before(int err)
 static int test_completion_codes(void)
 {
 	for (int err = 0; err <= CODE_MAX + 1; err++) {
-		int code = err == CODE_MAX + 1 ? FAB_ECUDA : err;
-		int rc = fab_err_cq(code);
+		int code = err == CODE_MAX + 1 ? OFI_ECUDA : err;
+		int rc = ofi_err_cq(code);
 		CHECK(rc < 0);
 		if (abi_result(rc) != completion_before(code))
 			fprintf(stderr, "  a completion with error %d: %d\n", code, abi_result(rc));
 		CHECK_EQ(abi_result(rc), completion_before(code));
 		/* libfabric's reason is kept, except where it would pass for the plugin's own */
-		if (code && code != FI_EINVAL && code != FI_EOPBADSTATE && code != FAB_ECUDA)
+		if (code && code != FI_EINVAL && code != FI_EOPBADSTATE && code != OFI_ECUDA)
 			CHECK_EQ(rc, -code);
 	}
 	return 0;
@@ -95,11 +95,11 @@ static int test_completion_codes(void)
 
 static int test_call_failures(void)
 {
-	CHECK_EQ(fab_err_sys(0), -FI_EOTHER);
-	CHECK_EQ(fab_err_sys(FI_EINVAL), -FI_EOTHER);
+	CHECK_EQ(ofi_err_sys(0), -FI_EOTHER);
+	CHECK_EQ(ofi_err_sys(FI_EINVAL), -FI_EOTHER);
 	for (int err = 1; err <= CODE_MAX + 1; err++) {
-		int code = err == CODE_MAX + 1 ? FAB_ECUDA : err;
-		int rc = fab_err_sys(-code);
+		int code = err == CODE_MAX + 1 ? OFI_ECUDA : err;
+		int rc = ofi_err_sys(-code);
 		if (abi_result(rc) != ncclSystemError)
 			fprintf(stderr, "  a call failing with -%d: %d\n", code, abi_result(rc));
 		CHECK_EQ(abi_result(rc), ncclSystemError);
@@ -122,9 +122,9 @@ static int test_peer_gone(void)
 
 static int test_strerror(void)
 {
-	CHECK_STR_CONTAINS(fab_strerror(-FAB_ECUDA), "CUDA");
-	CHECK(!strcmp(fab_strerror(-FI_EINVAL), fi_strerror(FI_EINVAL)));
-	CHECK(!strcmp(fab_strerror(-FI_ETRUNC), fi_strerror(FI_ETRUNC)));
+	CHECK_STR_CONTAINS(ofi_strerror(-OFI_ECUDA), "CUDA");
+	CHECK(!strcmp(ofi_strerror(-FI_EINVAL), fi_strerror(FI_EINVAL)));
+	CHECK(!strcmp(ofi_strerror(-FI_ETRUNC), fi_strerror(FI_ETRUNC)));
 	return 0;
 }
 
@@ -133,7 +133,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_completion_codes, "a failed completion: libfabric's code kept, NCCL told as before"),
 	TEST_ENTRY(test_call_failures, "a failed call: libfabric's code kept, always ncclSystemError"),
 	TEST_ENTRY(test_peer_gone, "a peer gone: ncclRemoteError whatever showed it"),
-	TEST_ENTRY(test_strerror, "fab_strerror names FAB_ECUDA and libfabric's codes"),
+	TEST_ENTRY(test_strerror, "ofi_strerror names OFI_ECUDA and libfabric's codes"),
 };
 
 int main(int argc, char **argv)

@@ -6,13 +6,13 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "unit.h"
 
 static int check(uint32_t fmt, const void *a, size_t len)
 {
 	char why[128];
-	int rc = fab_addr_check(fmt, a, len, why, sizeof(why));
+	int rc = ofi_addr_check(fmt, a, len, why, sizeof(why));
 	if (rc)
 		CHECK(why[0] != '\0'); /* a refusal always says why */
 	return rc;
@@ -39,7 +39,7 @@ static int test_sockaddr(void)
 	CHECK_EQ(check(FI_SOCKADDR_IN6, &in4, sizeof(in4)), -FI_EINVAL);
 	CHECK_EQ(check(FI_SOCKADDR_IN, &in4, sizeof(in4) - 1), -FI_EINVAL);
 	CHECK_EQ(check(FI_SOCKADDR_IN, &in4, 1), -FI_EINVAL);
-	unsigned char junk[FAB_ADDR_MAX];
+	unsigned char junk[OFI_ADDR_MAX];
 	memset(junk, 0xa5, sizeof(junk));
 	CHECK_EQ(check(FI_SOCKADDR_IN, junk, sizeof(struct sockaddr_in)), -FI_EINVAL);
 	CHECK_EQ(check(FI_SOCKADDR, junk, 16), -FI_EINVAL);
@@ -69,12 +69,12 @@ static int test_string(void)
 
 static int test_lengths(void)
 {
-	unsigned char a[FAB_ADDR_MAX + 1];
+	unsigned char a[OFI_ADDR_MAX + 1];
 	memset(a, 1, sizeof(a));
 	/* provider-specific formats: any length up to the handle's room */
 	CHECK_EQ(check(FI_ADDR_EFA, a, 32), 0);
-	CHECK_EQ(check(FI_ADDR_EFA, a, FAB_ADDR_MAX), 0);
-	CHECK_EQ(check(FI_ADDR_EFA, a, FAB_ADDR_MAX + 1), -FI_EINVAL);
+	CHECK_EQ(check(FI_ADDR_EFA, a, OFI_ADDR_MAX), 0);
+	CHECK_EQ(check(FI_ADDR_EFA, a, OFI_ADDR_MAX + 1), -FI_EINVAL);
 	CHECK_EQ(check(FI_ADDR_EFA, a, 0), -FI_EINVAL);
 	CHECK_EQ(check(FI_SOCKADDR_IN, NULL, 16), -FI_EINVAL);
 	return 0;
@@ -83,7 +83,7 @@ static int test_lengths(void)
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_sockaddr, "socket addresses: family and length of the domain's format"),
 	TEST_ENTRY(test_string, "string addresses: terminated, printable, not empty"),
-	TEST_ENTRY(test_lengths, "other formats: 1..FAB_ADDR_MAX bytes"),
+	TEST_ENTRY(test_lengths, "other formats: 1..OFI_ADDR_MAX bytes"),
 };
 
 int main(int argc, char **argv)

@@ -22,7 +22,7 @@ struct kv {
 struct fake_env {
 	const struct kv *kv;
 	int n;
-	int asked[FAB_CFG_COUNT]; /* how often each setting was looked up */
+	int asked[CFG_COUNT]; /* how often each setting was looked up */
 	int unknown;              /* lookups of names that are no setting */
 };
 
@@ -30,10 +30,10 @@ static const char *fake_lookup(const char *name, void *arg)
 {
 	struct fake_env *env = arg;
 	int id;
-	for (id = 0; id < FAB_CFG_COUNT; id++)
-		if (!strcmp(fab_cfg_descs[id].name, name))
+	for (id = 0; id < CFG_COUNT; id++)
+		if (!strcmp(cfg_descs[id].name, name))
 			break;
-	if (id == FAB_CFG_COUNT)
+	if (id == CFG_COUNT)
 		env->unknown++;
 	else
 		env->asked[id]++;
@@ -43,12 +43,12 @@ static const char *fake_lookup(const char *name, void *arg)
 	return NULL;
 }
 
-/* Loads cfg from one name=value pair; returns fab_cfg_load's count. */
-static int load1(struct fab_cfg *cfg, const char *name, const char *value)
+/* Loads cfg from one name=value pair; returns cfg_load's count. */
+static int load1(struct cfg_values *cfg, const char *name, const char *value)
 {
 	struct kv kv = { name, value };
 	struct fake_env env = { &kv, 1, { 0 }, 0 };
-	return fab_cfg_load(cfg, fake_lookup, &env);
+	return cfg_load(cfg, fake_lookup, &env);
 }
 
 /* ---- a small JSON reader: validates and decodes strings ---- */
@@ -241,14 +241,14 @@ static int json_field(const char *text, const char *name, const char *key, char 
 }
 
 /* The dump of cfg as a malloc'ed string. */
-static char *dump_to_string(const struct fab_cfg *cfg, int json)
+static char *dump_to_string(const struct cfg_values *cfg, int json)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	if (!f)
 		return NULL;
-	fab_cfg_dump(cfg, f, json);
+	cfg_dump(cfg, f, json);
 	fclose(f);
 	return buf;
 }
@@ -275,51 +275,51 @@ static int test_json_reader(void)
 
 static int test_table_sane(void)
 {
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		const struct fab_cfg_desc *d = &fab_cfg_descs[id];
+	for (int id = 0; id < CFG_COUNT; id++) {
+		const struct cfg_desc *d = &cfg_descs[id];
 		CHECK(d->name != NULL);
 		CHECK(!strncmp(d->name, "NCCL_FABRIC_", 12));
 		CHECK(d->help && strlen(d->help) > 10);
 		CHECK(d->def != NULL);
-		CHECK((d->type == FAB_CFG_ENUM) == (d->enum_names != NULL));
-		if (d->type == FAB_CFG_INT || d->type == FAB_CFG_BOOL)
+		CHECK((d->type == CFG_ENUM) == (d->enum_names != NULL));
+		if (d->type == CFG_INT || d->type == CFG_BOOL)
 			CHECK(d->min <= d->max);
 		for (int k = 0; k < id; k++)
-			CHECK(strcmp(fab_cfg_descs[k].name, d->name) != 0);
+			CHECK(strcmp(cfg_descs[k].name, d->name) != 0);
 		/* every default must parse, and INT defaults lie within their bounds */
-		struct fab_cfg_value v = { 0 };
-		CHECK_EQ(fab_cfg_parse(d, d->def, &v), 0);
-		if (d->type == FAB_CFG_INT) {
+		struct cfg_value v = { 0 };
+		CHECK_EQ(cfg_parse(d, d->def, &v), 0);
+		if (d->type == CFG_INT) {
 			CHECK(v.i >= d->min);
 			CHECK(v.i <= d->max);
 		}
 		CHECK(!strcmp(v.s, d->def));
 	}
-	CHECK(!strcmp(fab_cfg_descs[FAB_CFG_PROVIDER].name, "NCCL_FABRIC_PROVIDER"));
-	CHECK(!strcmp(fab_cfg_descs[FAB_CFG_CQ_BATCH].name, "NCCL_FABRIC_CQ_BATCH"));
+	CHECK(!strcmp(cfg_descs[CFG_PROVIDER].name, "NCCL_FABRIC_PROVIDER"));
+	CHECK(!strcmp(cfg_descs[CFG_CQ_BATCH].name, "NCCL_FABRIC_CQ_BATCH"));
 	return 0;
 }
 
 static int test_defaults(void)
 {
-	struct fab_cfg cfg;
+	struct cfg_values cfg;
 	struct fake_env env = { NULL, 0, { 0 }, 0 };
 	memset(&cfg, 0x5a, sizeof(cfg)); /* load must not depend on prior contents */
-	CHECK_EQ(fab_cfg_load(&cfg, fake_lookup, &env), 0);
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		CHECK_EQ(cfg.v[id].source, FAB_SRC_DEFAULT);
+	CHECK_EQ(cfg_load(&cfg, fake_lookup, &env), 0);
+	for (int id = 0; id < CFG_COUNT; id++) {
+		CHECK_EQ(cfg.v[id].source, CFG_SRC_DEFAULT);
 		CHECK_EQ(env.asked[id], 1); /* each setting looked up exactly once */
-		CHECK(!strcmp(cfg.v[id].s, fab_cfg_descs[id].def));
+		CHECK(!strcmp(cfg.v[id].s, cfg_descs[id].def));
 		CHECK_EQ(cfg.v[id].invalid[0], '\0');
 	}
 	CHECK_EQ(env.unknown, 0);
-	CHECK(!strcmp(cfg.v[FAB_CFG_PROVIDER].s, ""));
-	CHECK_EQ(cfg.v[FAB_CFG_HMEM].i, FAB_HMEM_AUTO);
-	CHECK_EQ(cfg.v[FAB_CFG_DMABUF].i, 1);
-	CHECK_EQ(cfg.v[FAB_CFG_MAX_RECVS].i, 8);
-	CHECK_EQ(cfg.v[FAB_CFG_SPEED].i, 0);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].i, 300);
-	CHECK_EQ(cfg.v[FAB_CFG_CQ_BATCH].i, 32);
+	CHECK(!strcmp(cfg.v[CFG_PROVIDER].s, ""));
+	CHECK_EQ(cfg.v[CFG_HMEM].i, CFG_HMEM_AUTO);
+	CHECK_EQ(cfg.v[CFG_DMABUF].i, 1);
+	CHECK_EQ(cfg.v[CFG_MAX_RECVS].i, 8);
+	CHECK_EQ(cfg.v[CFG_SPEED].i, 0);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 300);
+	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 32);
 	return 0;
 }
 
@@ -342,103 +342,103 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_NOT_A_SETTING", "x" },
 	};
 	struct fake_env env = { kv, (int)(sizeof(kv) / sizeof(kv[0])), { 0 }, 0 };
-	struct fab_cfg cfg;
-	CHECK_EQ(fab_cfg_load(&cfg, fake_lookup, &env), 0);
-	for (int id = 0; id < FAB_CFG_COUNT; id++)
-		CHECK_EQ(cfg.v[id].source, FAB_SRC_ENV);
-	CHECK(!strcmp(cfg.v[FAB_CFG_PROVIDER].s, "tcp,^shm"));
-	CHECK_EQ(cfg.v[FAB_CFG_HMEM].i, FAB_HMEM_OFF);
-	CHECK(!strcmp(cfg.v[FAB_CFG_HMEM].s, "off"));
-	CHECK_EQ(cfg.v[FAB_CFG_DMABUF].i, 0);
-	CHECK_EQ(cfg.v[FAB_CFG_MAX_RECVS].i, 1);
-	CHECK_EQ(cfg.v[FAB_CFG_SPEED].i, 400000);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].i, 86400);
-	CHECK_EQ(cfg.v[FAB_CFG_CQ_BATCH].i, 256);
-	CHECK_EQ(cfg.v[FAB_CFG_RAILS].i, 4);
-	CHECK_EQ(cfg.v[FAB_CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
-	CHECK_EQ(cfg.v[FAB_CFG_EAGER_MAX].i, 65536);
-	CHECK_EQ(cfg.v[FAB_CFG_RMA].i, 0);
-	CHECK_EQ(cfg.v[FAB_CFG_PEER_TIMEOUT].i, 30);
+	struct cfg_values cfg;
+	CHECK_EQ(cfg_load(&cfg, fake_lookup, &env), 0);
+	for (int id = 0; id < CFG_COUNT; id++)
+		CHECK_EQ(cfg.v[id].source, CFG_SRC_ENV);
+	CHECK(!strcmp(cfg.v[CFG_PROVIDER].s, "tcp,^shm"));
+	CHECK_EQ(cfg.v[CFG_HMEM].i, CFG_HMEM_OFF);
+	CHECK(!strcmp(cfg.v[CFG_HMEM].s, "off"));
+	CHECK_EQ(cfg.v[CFG_DMABUF].i, 0);
+	CHECK_EQ(cfg.v[CFG_MAX_RECVS].i, 1);
+	CHECK_EQ(cfg.v[CFG_SPEED].i, 400000);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 86400);
+	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 256);
+	CHECK_EQ(cfg.v[CFG_RAILS].i, 4);
+	CHECK_EQ(cfg.v[CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
+	CHECK_EQ(cfg.v[CFG_EAGER_MAX].i, 65536);
+	CHECK_EQ(cfg.v[CFG_RMA].i, 0);
+	CHECK_EQ(cfg.v[CFG_PEER_TIMEOUT].i, 30);
 	return 0;
 }
 
 static int test_str(void)
 {
-	struct fab_cfg cfg;
+	struct cfg_values cfg;
 	CHECK_EQ(load1(&cfg, "NCCL_FABRIC_PROVIDER", ""), 0);
-	CHECK_EQ(cfg.v[FAB_CFG_PROVIDER].source, FAB_SRC_ENV); /* set but empty is still "set" */
-	CHECK(!strcmp(cfg.v[FAB_CFG_PROVIDER].s, ""));
+	CHECK_EQ(cfg.v[CFG_PROVIDER].source, CFG_SRC_ENV); /* set but empty is still "set" */
+	CHECK(!strcmp(cfg.v[CFG_PROVIDER].s, ""));
 
 	char longest[256];
 	memset(longest, 'p', 255);
 	longest[255] = '\0';
 	CHECK_EQ(load1(&cfg, "NCCL_FABRIC_PROVIDER", longest), 0);
-	CHECK_EQ(cfg.v[FAB_CFG_PROVIDER].source, FAB_SRC_ENV);
-	CHECK_EQ(strlen(cfg.v[FAB_CFG_PROVIDER].s), 255);
+	CHECK_EQ(cfg.v[CFG_PROVIDER].source, CFG_SRC_ENV);
+	CHECK_EQ(strlen(cfg.v[CFG_PROVIDER].s), 255);
 
 	/* one byte more does not fit: rejected, default kept, rejected text cut to fit */
 	char too_long[300];
 	memset(too_long, 'q', 299);
 	too_long[299] = '\0';
 	CHECK_EQ(load1(&cfg, "NCCL_FABRIC_PROVIDER", too_long), 1);
-	CHECK_EQ(cfg.v[FAB_CFG_PROVIDER].source, FAB_SRC_INVALID_ENV);
-	CHECK(!strcmp(cfg.v[FAB_CFG_PROVIDER].s, ""));
-	CHECK_EQ(strlen(cfg.v[FAB_CFG_PROVIDER].invalid), sizeof(cfg.v[0].invalid) - 1);
-	CHECK_EQ(cfg.v[FAB_CFG_PROVIDER].invalid[0], 'q');
+	CHECK_EQ(cfg.v[CFG_PROVIDER].source, CFG_SRC_INVALID_ENV);
+	CHECK(!strcmp(cfg.v[CFG_PROVIDER].s, ""));
+	CHECK_EQ(strlen(cfg.v[CFG_PROVIDER].invalid), sizeof(cfg.v[0].invalid) - 1);
+	CHECK_EQ(cfg.v[CFG_PROVIDER].invalid[0], 'q');
 	return 0;
 }
 
 static int test_int_bounds(void)
 {
 	static const struct {
-		enum fab_cfg_id id;
+		enum cfg_id id;
 		const char *text;
 		int ok;
 		long long value;
 	} cases[] = {
-		{ FAB_CFG_MAX_RECVS, "1", 1, 1 },
-		{ FAB_CFG_MAX_RECVS, "8", 1, 8 },
-		{ FAB_CFG_MAX_RECVS, "0", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "9", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "-1", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "0x8", 0, 0 }, /* decimal only */
-		{ FAB_CFG_TIMEOUT, "010", 1, 10 },
-		{ FAB_CFG_MAX_RECVS, "4abc", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "4 ", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "four", 0, 0 },
-		{ FAB_CFG_MAX_RECVS, "4.0", 0, 0 },
-		{ FAB_CFG_SPEED, "0", 1, 0 },
-		{ FAB_CFG_SPEED, "100000000", 1, 100000000 },
-		{ FAB_CFG_SPEED, "100000001", 0, 0 },
-		{ FAB_CFG_SPEED, "-5", 0, 0 },
-		{ FAB_CFG_SPEED, "99999999999999999999", 0, 0 }, /* overflows long long */
-		{ FAB_CFG_SPEED, "-99999999999999999999", 0, 0 },
-		{ FAB_CFG_TIMEOUT, "1", 1, 1 },
-		{ FAB_CFG_TIMEOUT, "0", 0, 0 },
-		{ FAB_CFG_TIMEOUT, "86401", 0, 0 },
-		{ FAB_CFG_CQ_BATCH, "257", 0, 0 },
-		{ FAB_CFG_CQ_BATCH, "1", 1, 1 },
+		{ CFG_MAX_RECVS, "1", 1, 1 },
+		{ CFG_MAX_RECVS, "8", 1, 8 },
+		{ CFG_MAX_RECVS, "0", 0, 0 },
+		{ CFG_MAX_RECVS, "9", 0, 0 },
+		{ CFG_MAX_RECVS, "-1", 0, 0 },
+		{ CFG_MAX_RECVS, "0x8", 0, 0 }, /* decimal only */
+		{ CFG_TIMEOUT, "010", 1, 10 },
+		{ CFG_MAX_RECVS, "4abc", 0, 0 },
+		{ CFG_MAX_RECVS, "4 ", 0, 0 },
+		{ CFG_MAX_RECVS, "", 0, 0 },
+		{ CFG_MAX_RECVS, "four", 0, 0 },
+		{ CFG_MAX_RECVS, "4.0", 0, 0 },
+		{ CFG_SPEED, "0", 1, 0 },
+		{ CFG_SPEED, "100000000", 1, 100000000 },
+		{ CFG_SPEED, "100000001", 0, 0 },
+		{ CFG_SPEED, "-5", 0, 0 },
+		{ CFG_SPEED, "99999999999999999999", 0, 0 }, /* overflows long long */
+		{ CFG_SPEED, "-99999999999999999999", 0, 0 },
+		{ CFG_TIMEOUT, "1", 1, 1 },
+		{ CFG_TIMEOUT, "0", 0, 0 },
+		{ CFG_TIMEOUT, "86401", 0, 0 },
+		{ CFG_CQ_BATCH, "257", 0, 0 },
+		{ CFG_CQ_BATCH, "1", 1, 1 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		const struct fab_cfg_desc *d = &fab_cfg_descs[cases[i].id];
-		struct fab_cfg cfg;
+		const struct cfg_desc *d = &cfg_descs[cases[i].id];
+		struct cfg_values cfg;
 		int n = load1(&cfg, d->name, cases[i].text);
-		const struct fab_cfg_value *v = &cfg.v[cases[i].id];
-		struct fab_cfg_value def = { 0 };
-		fab_cfg_parse(d, d->def, &def);
+		const struct cfg_value *v = &cfg.v[cases[i].id];
+		struct cfg_value def = { 0 };
+		cfg_parse(d, d->def, &def);
 		if (cases[i].ok) {
-			if (n != 0 || v->source != FAB_SRC_ENV || v->i != cases[i].value)
+			if (n != 0 || v->source != CFG_SRC_ENV || v->i != cases[i].value)
 				fprintf(stderr, "  case %zu: %s=\"%s\"\n", i, d->name, cases[i].text);
 			CHECK_EQ(n, 0);
-			CHECK_EQ(v->source, FAB_SRC_ENV);
+			CHECK_EQ(v->source, CFG_SRC_ENV);
 			CHECK_EQ(v->i, cases[i].value);
 			CHECK(!strcmp(v->s, cases[i].text));
 		} else {
-			if (n != 1 || v->source != FAB_SRC_INVALID_ENV)
+			if (n != 1 || v->source != CFG_SRC_INVALID_ENV)
 				fprintf(stderr, "  case %zu: %s=\"%s\"\n", i, d->name, cases[i].text);
 			CHECK_EQ(n, 1);
-			CHECK_EQ(v->source, FAB_SRC_INVALID_ENV);
+			CHECK_EQ(v->source, CFG_SRC_INVALID_ENV);
 			CHECK_EQ(v->i, def.i);
 			CHECK(!strcmp(v->s, d->def));
 			CHECK(!strcmp(v->invalid, cases[i].text));
@@ -452,27 +452,27 @@ static int test_bool(void)
 	static const char *const yes[] = { "1", "true", "TRUE", "True", "yes", "YES", "on", "On" };
 	static const char *const no[] = { "0", "false", "FALSE", "no", "No", "off", "OFF" };
 	static const char *const bad[] = { "", "2", "-1", "y", "n", "enable", "truee", " 1", "01" };
-	struct fab_cfg cfg;
+	struct cfg_values cfg;
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		/* the default of DMABUF is 1: start from a 0 via parse to see the change */
-		struct fab_cfg_value v = { .i = 0 };
-		CHECK_EQ(fab_cfg_parse(&fab_cfg_descs[FAB_CFG_DMABUF], yes[i], &v), 0);
+		struct cfg_value v = { .i = 0 };
+		CHECK_EQ(cfg_parse(&cfg_descs[CFG_DMABUF], yes[i], &v), 0);
 		CHECK_EQ(v.i, 1);
 		CHECK_EQ(load1(&cfg, "NCCL_FABRIC_DMABUF", yes[i]), 0);
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].i, 1);
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].source, FAB_SRC_ENV);
+		CHECK_EQ(cfg.v[CFG_DMABUF].i, 1);
+		CHECK_EQ(cfg.v[CFG_DMABUF].source, CFG_SRC_ENV);
 	}
 	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
 		CHECK_EQ(load1(&cfg, "NCCL_FABRIC_DMABUF", no[i]), 0);
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].i, 0);
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].source, FAB_SRC_ENV);
-		CHECK(!strcmp(cfg.v[FAB_CFG_DMABUF].s, no[i]));
+		CHECK_EQ(cfg.v[CFG_DMABUF].i, 0);
+		CHECK_EQ(cfg.v[CFG_DMABUF].source, CFG_SRC_ENV);
+		CHECK(!strcmp(cfg.v[CFG_DMABUF].s, no[i]));
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK_EQ(load1(&cfg, "NCCL_FABRIC_DMABUF", bad[i]), 1);
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].i, 1); /* the default */
-		CHECK_EQ(cfg.v[FAB_CFG_DMABUF].source, FAB_SRC_INVALID_ENV);
-		CHECK(!strcmp(cfg.v[FAB_CFG_DMABUF].invalid, bad[i]));
+		CHECK_EQ(cfg.v[CFG_DMABUF].i, 1); /* the default */
+		CHECK_EQ(cfg.v[CFG_DMABUF].source, CFG_SRC_INVALID_ENV);
+		CHECK(!strcmp(cfg.v[CFG_DMABUF].invalid, bad[i]));
 	}
 	return 0;
 }
@@ -483,26 +483,26 @@ static int test_enum(void)
 		const char *text;
 		int idx; /* -1: invalid */
 	} cases[] = {
-		{ "auto", FAB_HMEM_AUTO }, { "AUTO", FAB_HMEM_AUTO },   { "force", FAB_HMEM_FORCE },
-		{ "Force", FAB_HMEM_FORCE }, { "off", FAB_HMEM_OFF },   { "OFF", FAB_HMEM_OFF },
+		{ "auto", CFG_HMEM_AUTO }, { "AUTO", CFG_HMEM_AUTO },   { "force", CFG_HMEM_FORCE },
+		{ "Force", CFG_HMEM_FORCE }, { "off", CFG_HMEM_OFF },   { "OFF", CFG_HMEM_OFF },
 		{ "", -1 },                  { "forced", -1 },          { "of", -1 },
 		{ "auto|force", -1 },        { "|", -1 },               { "on", -1 },
 		{ "0", -1 },                 { " auto", -1 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct fab_cfg cfg;
+		struct cfg_values cfg;
 		int n = load1(&cfg, "NCCL_FABRIC_HMEM", cases[i].text);
-		const struct fab_cfg_value *v = &cfg.v[FAB_CFG_HMEM];
+		const struct cfg_value *v = &cfg.v[CFG_HMEM];
 		if (cases[i].idx >= 0) {
 			CHECK_EQ(n, 0);
-			CHECK_EQ(v->source, FAB_SRC_ENV);
+			CHECK_EQ(v->source, CFG_SRC_ENV);
 			CHECK_EQ(v->i, cases[i].idx);
 		} else {
 			if (n != 1)
 				fprintf(stderr, "  case \"%s\" accepted\n", cases[i].text);
 			CHECK_EQ(n, 1);
-			CHECK_EQ(v->source, FAB_SRC_INVALID_ENV);
-			CHECK_EQ(v->i, FAB_HMEM_AUTO);
+			CHECK_EQ(v->source, CFG_SRC_INVALID_ENV);
+			CHECK_EQ(v->i, CFG_HMEM_AUTO);
 			CHECK(!strcmp(v->s, "auto"));
 			CHECK(!strcmp(v->invalid, cases[i].text));
 		}
@@ -519,29 +519,29 @@ static int test_invalid_count(void)
 		{ "NCCL_FABRIC_TIMEOUT", "60" }, /* valid */
 	};
 	struct fake_env env = { kv, 4, { 0 }, 0 };
-	struct fab_cfg cfg;
-	CHECK_EQ(fab_cfg_load(&cfg, fake_lookup, &env), 3);
-	CHECK_EQ(cfg.v[FAB_CFG_HMEM].source, FAB_SRC_INVALID_ENV);
-	CHECK(!strcmp(cfg.v[FAB_CFG_HMEM].invalid, "sometimes"));
-	CHECK(!strcmp(cfg.v[FAB_CFG_DMABUF].invalid, "maybe"));
-	CHECK(!strcmp(cfg.v[FAB_CFG_MAX_RECVS].invalid, "64"));
-	CHECK_EQ(cfg.v[FAB_CFG_MAX_RECVS].i, 8);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].source, FAB_SRC_ENV);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].i, 60);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].invalid[0], '\0');
-	CHECK_EQ(cfg.v[FAB_CFG_PROVIDER].source, FAB_SRC_DEFAULT);
+	struct cfg_values cfg;
+	CHECK_EQ(cfg_load(&cfg, fake_lookup, &env), 3);
+	CHECK_EQ(cfg.v[CFG_HMEM].source, CFG_SRC_INVALID_ENV);
+	CHECK(!strcmp(cfg.v[CFG_HMEM].invalid, "sometimes"));
+	CHECK(!strcmp(cfg.v[CFG_DMABUF].invalid, "maybe"));
+	CHECK(!strcmp(cfg.v[CFG_MAX_RECVS].invalid, "64"));
+	CHECK_EQ(cfg.v[CFG_MAX_RECVS].i, 8);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].source, CFG_SRC_ENV);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 60);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].invalid[0], '\0');
+	CHECK_EQ(cfg.v[CFG_PROVIDER].source, CFG_SRC_DEFAULT);
 	return 0;
 }
 
 static int test_parse_rejects_keep_output(void)
 {
-	/* fab_cfg_parse on failure leaves the value alone (load parses into a
+	/* cfg_parse on failure leaves the value alone (load parses into a
 	 * scratch copy, but other callers may parse over a live value). */
-	struct fab_cfg_value v = { .i = 5, .s = "five" };
-	CHECK_EQ(fab_cfg_parse(&fab_cfg_descs[FAB_CFG_MAX_RECVS], "nine", &v), -EINVAL);
+	struct cfg_value v = { .i = 5, .s = "five" };
+	CHECK_EQ(cfg_parse(&cfg_descs[CFG_MAX_RECVS], "nine", &v), -EINVAL);
 	CHECK_EQ(v.i, 5);
 	CHECK(!strcmp(v.s, "five"));
-	CHECK_EQ(fab_cfg_parse(&fab_cfg_descs[FAB_CFG_MAX_RECVS], "3", &v), 0);
+	CHECK_EQ(cfg_parse(&cfg_descs[CFG_MAX_RECVS], "3", &v), 0);
 	CHECK_EQ(v.i, 3);
 	CHECK(!strcmp(v.s, "3"));
 	return 0;
@@ -552,25 +552,25 @@ static int test_getenv_default_lookup(void)
 	/* NULL lookup reads the real environment. */
 	setenv("NCCL_FABRIC_CQ_BATCH", "17", 1);
 	setenv("NCCL_FABRIC_TIMEOUT", "never", 1);
-	struct fab_cfg cfg;
-	int n = fab_cfg_load(&cfg, NULL, NULL);
+	struct cfg_values cfg;
+	int n = cfg_load(&cfg, NULL, NULL);
 	unsetenv("NCCL_FABRIC_CQ_BATCH");
 	unsetenv("NCCL_FABRIC_TIMEOUT");
 	CHECK(n >= 1);
-	CHECK_EQ(cfg.v[FAB_CFG_CQ_BATCH].source, FAB_SRC_ENV);
-	CHECK_EQ(cfg.v[FAB_CFG_CQ_BATCH].i, 17);
-	CHECK_EQ(cfg.v[FAB_CFG_TIMEOUT].source, FAB_SRC_INVALID_ENV);
-	CHECK(!strcmp(cfg.v[FAB_CFG_TIMEOUT].invalid, "never"));
+	CHECK_EQ(cfg.v[CFG_CQ_BATCH].source, CFG_SRC_ENV);
+	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 17);
+	CHECK_EQ(cfg.v[CFG_TIMEOUT].source, CFG_SRC_INVALID_ENV);
+	CHECK(!strcmp(cfg.v[CFG_TIMEOUT].invalid, "never"));
 	return 0;
 }
 
 static int test_source_names(void)
 {
-	CHECK(!strcmp(fab_cfg_source_name(FAB_SRC_DEFAULT), "default"));
-	CHECK(!strcmp(fab_cfg_source_name(FAB_SRC_ENV), "environment"));
-	CHECK(!strcmp(fab_cfg_source_name(FAB_SRC_OVERRIDE), "override"));
-	CHECK_STR_CONTAINS(fab_cfg_source_name(FAB_SRC_INVALID_ENV), "invalid");
-	CHECK(!strcmp(fab_cfg_source_name((enum fab_cfg_source)42), "?"));
+	CHECK(!strcmp(cfg_source_name(CFG_SRC_DEFAULT), "default"));
+	CHECK(!strcmp(cfg_source_name(CFG_SRC_ENV), "environment"));
+	CHECK(!strcmp(cfg_source_name(CFG_SRC_OVERRIDE), "override"));
+	CHECK_STR_CONTAINS(cfg_source_name(CFG_SRC_INVALID_ENV), "invalid");
+	CHECK(!strcmp(cfg_source_name((enum cfg_source)42), "?"));
 	return 0;
 }
 
@@ -581,16 +581,16 @@ static int test_dump_text(void)
 		{ "NCCL_FABRIC_TIMEOUT", "77" },
 	};
 	struct fake_env env = { kv, 2, { 0 }, 0 };
-	struct fab_cfg cfg;
-	fab_cfg_load(&cfg, fake_lookup, &env);
+	struct cfg_values cfg;
+	cfg_load(&cfg, fake_lookup, &env);
 	char *text = dump_to_string(&cfg, 0);
 	CHECK(text != NULL);
 	if (!text)
 		return 1;
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		CHECK_STR_CONTAINS(text, fab_cfg_descs[id].name);
+	for (int id = 0; id < CFG_COUNT; id++) {
+		CHECK_STR_CONTAINS(text, cfg_descs[id].name);
 		char head[64];
-		snprintf(head, sizeof(head), "%.40s", fab_cfg_descs[id].help);
+		snprintf(head, sizeof(head), "%.40s", cfg_descs[id].help);
 		CHECK_STR_CONTAINS(text, head);
 	}
 	CHECK_STR_CONTAINS(text, "= 77");
@@ -602,7 +602,7 @@ static int test_dump_text(void)
 	int lines = 0;
 	for (const char *p = text; *p; p++)
 		lines += *p == '\n';
-	CHECK_EQ(lines, 2 * FAB_CFG_COUNT);
+	CHECK_EQ(lines, 2 * CFG_COUNT);
 	free(text);
 	return 0;
 }
@@ -617,8 +617,8 @@ static int test_dump_json(void)
 		{ "NCCL_FABRIC_SPEED", "1000" },
 	};
 	struct fake_env env = { kv, 3, { 0 }, 0 };
-	struct fab_cfg cfg;
-	CHECK_EQ(fab_cfg_load(&cfg, fake_lookup, &env), 1);
+	struct cfg_values cfg;
+	CHECK_EQ(cfg_load(&cfg, fake_lookup, &env), 1);
 	char *text = dump_to_string(&cfg, 1);
 	CHECK(text != NULL);
 	if (!text)
@@ -640,8 +640,8 @@ static int test_dump_json(void)
 	CHECK(!strcmp(v, "1000"));
 	/* "rejected" only where a value was rejected */
 	CHECK_EQ(json_field(text, "NCCL_FABRIC_SPEED", "rejected", v, sizeof(v)), -1);
-	for (int id = 0; id < FAB_CFG_COUNT; id++) {
-		const struct fab_cfg_desc *d = &fab_cfg_descs[id];
+	for (int id = 0; id < CFG_COUNT; id++) {
+		const struct cfg_desc *d = &cfg_descs[id];
 		CHECK_EQ(json_field(text, d->name, "default", v, sizeof(v)), 0);
 		CHECK(!strcmp(v, d->def));
 		CHECK_EQ(json_field(text, d->name, "help", v, sizeof(v)), 0);
@@ -650,7 +650,7 @@ static int test_dump_json(void)
 	free(text);
 
 	/* all defaults: still valid JSON, and no "rejected" anywhere */
-	fab_cfg_load(&cfg, fake_lookup, &(struct fake_env){ NULL, 0, { 0 }, 0 });
+	cfg_load(&cfg, fake_lookup, &(struct fake_env){ NULL, 0, { 0 }, 0 });
 	text = dump_to_string(&cfg, 1);
 	CHECK(text && json_valid(text) == 0);
 	CHECK(text && !strstr(text, "rejected"));

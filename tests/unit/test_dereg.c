@@ -17,7 +17,7 @@ static void *lcomm, *sc, *rc;
 
 static int registrations(void)
 {
-	return fab_mr_count(fab_plugin_get()->devs[0].dom);
+	return ofi_mr_count(core_plugin_get()->devs[0].dom);
 }
 
 /* One message of len bytes; the receive's (or the send's) registration is
@@ -31,41 +31,41 @@ static int transfer_with_early_dereg(size_t len, int dereg_recv)
 	memset(in, 0, len);
 	void *smr = NULL, *rmr = NULL, *sreq = NULL, *rreq = NULL;
 	int base = registrations();
-	CHECK_EQ(fab_net_reg_mr(sc, out, len, NCCL_PTR_HOST, &smr), 0);
-	CHECK_EQ(fab_net_reg_mr(rc, in, len, NCCL_PTR_HOST, &rmr), 0);
+	CHECK_EQ(net_reg_mr(sc, out, len, NCCL_PTR_HOST, &smr), 0);
+	CHECK_EQ(net_reg_mr(rc, in, len, NCCL_PTR_HOST, &rmr), 0);
 	int with_both = registrations();
 	CHECK(with_both >= base + 1); /* (two pages may share one registration) */
 	void *data = in;
 	size_t size = len;
 	int tag = 3;
-	CHECK_EQ(fab_net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), 0);
+	CHECK_EQ(net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), 0);
 	CHECK(rreq != NULL);
 	if (dereg_recv) {
 		/* the receive is posted into `in`: deregMr must not free it */
-		CHECK_EQ(fab_net_dereg_mr(rc, rmr), 0);
+		CHECK_EQ(net_dereg_mr(rc, rmr), 0);
 		CHECK_EQ(registrations(), with_both);
 	}
 	double end = unit_now_s() + 30;
 	while (!sreq && unit_now_s() < end)
-		CHECK_EQ(fab_net_isend(sc, out, len, tag, smr, &sreq), 0);
+		CHECK_EQ(net_isend(sc, out, len, tag, smr, &sreq), 0);
 	CHECK(sreq != NULL);
 	if (!dereg_recv) {
-		CHECK_EQ(fab_net_dereg_mr(sc, smr), 0);
+		CHECK_EQ(net_dereg_mr(sc, smr), 0);
 		CHECK_EQ(registrations(), with_both);
 	}
 	int sdone = 0, rdone = 0, sizes[1] = {-1}, ssize = -1;
 	while ((!sdone || !rdone) && unit_now_s() < end) {
 		if (!sdone)
-			CHECK_EQ(fab_net_test(sreq, &sdone, &ssize), 0);
+			CHECK_EQ(net_test(sreq, &sdone, &ssize), 0);
 		if (!rdone)
-			CHECK_EQ(fab_net_test(rreq, &rdone, sizes), 0);
+			CHECK_EQ(net_test(rreq, &rdone, sizes), 0);
 	}
 	CHECK(sdone && rdone);
 	CHECK_EQ((size_t)sizes[0], len);
 	CHECK_EQ((size_t)ssize, len);
 	CHECK(!memcmp(in, out, len));
 	/* the deferred deregistration happened at the completion */
-	CHECK_EQ(fab_net_dereg_mr(dereg_recv ? sc : rc, dereg_recv ? smr : rmr), 0);
+	CHECK_EQ(net_dereg_mr(dereg_recv ? sc : rc, dereg_recv ? smr : rmr), 0);
 	CHECK_EQ(registrations(), base);
 	free(out);
 	free(in);

@@ -27,53 +27,53 @@ static void *lcomm, *sc, *rc;
 
 static int test_bad_arguments(void)
 {
-	struct fab_plugin *p = fab_plugin_get();
-	struct fab_props props;
+	struct core_plugin *p = core_plugin_get();
+	struct net_props props;
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	void *out = NULL, *mh = NULL, *req = NULL;
 	char buf[64];
 	void *data = buf;
 	size_t size = sizeof(buf);
 	int tag = 1, done = 0, isize = (int)sizeof(buf);
-	CHECK_RC(fab_net_get_properties(-1, &props), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_get_properties(p->ndevs, &props), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_listen(NULL, p->ndevs, handle, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_get_properties(-1, &props), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_get_properties(p->ndevs, &props), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_listen(NULL, p->ndevs, handle, &out), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(out == NULL);
-	CHECK_RC(fab_net_connect(NULL, 0, 0, NULL, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_connect(NULL, 0, 0, NULL, &out), -FI_EINVAL, ncclInvalidArgument);
 	memset(handle, 0, sizeof(handle)); /* no magic: not a handle of this plugin */
-	CHECK_RC(fab_net_connect(NULL, 0, 0, handle, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_connect(NULL, 0, 0, handle, &out), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(out == NULL);
-	CHECK_RC(fab_net_accept(sc, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_accept(sc, &out), -FI_EINVAL, ncclInvalidArgument);
 	/* each comm where another kind belongs */
-	CHECK_RC(fab_net_isend(rc, buf, size, tag, NULL, &req), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_irecv(sc, 1, &data, &size, &tag, NULL, &req), -FI_EINVAL,
+	CHECK_RC(net_isend(rc, buf, size, tag, NULL, &req), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_irecv(sc, 1, &data, &size, &tag, NULL, &req), -FI_EINVAL,
 		 ncclInvalidArgument);
-	CHECK_RC(fab_net_iflush(sc, 1, &data, &isize, NULL, &req), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_reg_mr(lcomm, buf, size, NCCL_PTR_HOST, &mh), -FI_EINVAL,
+	CHECK_RC(net_iflush(sc, 1, &data, &isize, NULL, &req), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_reg_mr(lcomm, buf, size, NCCL_PTR_HOST, &mh), -FI_EINVAL,
 		 ncclInvalidArgument);
-	CHECK_RC(fab_net_reg_mr_dmabuf(lcomm, buf, size, NCCL_PTR_HOST, 0, -1, &mh), -FI_EINVAL,
+	CHECK_RC(net_reg_mr_dmabuf(lcomm, buf, size, NCCL_PTR_HOST, 0, -1, &mh), -FI_EINVAL,
 		 ncclInvalidArgument);
-	CHECK_RC(fab_net_close_send(rc), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_close_recv(sc), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_close_listen(sc), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_close_send(rc), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_close_recv(sc), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_close_listen(sc), -FI_EINVAL, ncclInvalidArgument);
 	/* arguments NCCL never passes */
-	CHECK_RC(fab_net_irecv(rc, 0, &data, &size, &tag, NULL, &req), -FI_EINVAL,
+	CHECK_RC(net_irecv(rc, 0, &data, &size, &tag, NULL, &req), -FI_EINVAL,
 		 ncclInvalidArgument);
-	CHECK_RC(fab_net_irecv(rc, p->devs[0].props.max_recvs + 1, &data, &size, &tag, NULL, &req),
+	CHECK_RC(net_irecv(rc, p->devs[0].props.max_recvs + 1, &data, &size, &tag, NULL, &req),
 		 -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(fab_net_reg_mr(sc, buf, size, 77, &mh), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_reg_mr(sc, buf, size, 77, &mh), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(mh == NULL);
 	if (!p->devs[0].hmem)
-		CHECK_RC(fab_net_reg_mr(sc, buf, size, NCCL_PTR_CUDA, &mh), -FI_EINVAL,
+		CHECK_RC(net_reg_mr(sc, buf, size, NCCL_PTR_CUDA, &mh), -FI_EINVAL,
 			 ncclInvalidArgument);
-	CHECK_RC(fab_net_test(NULL, &done, NULL), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_test(NULL, &done, NULL), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(req == NULL);
 	/* what is no error */
-	CHECK_RC(fab_net_iflush(rc, 1, &data, &isize, NULL, &req), 0, ncclSuccess); /* host memory */
+	CHECK_RC(net_iflush(rc, 1, &data, &isize, NULL, &req), 0, ncclSuccess); /* host memory */
 	CHECK(req == NULL);
-	CHECK_RC(fab_net_dereg_mr(sc, NULL), 0, ncclSuccess);
-	CHECK_RC(fab_net_close_send(NULL), 0, ncclSuccess);
-	CHECK_RC(fab_net_finalize(NULL), 0, ncclSuccess);
+	CHECK_RC(net_dereg_mr(sc, NULL), 0, ncclSuccess);
+	CHECK_RC(net_close_send(NULL), 0, ncclSuccess);
+	CHECK_RC(net_finalize(NULL), 0, ncclSuccess);
 	return 0;
 }
 
@@ -88,21 +88,21 @@ static int test_message_too_large(void)
 	memset(out, 0x5a, len);
 	memset(in, 0, cap);
 	void *smr = NULL, *rmr = NULL, *sreq = NULL, *rreq = NULL;
-	CHECK_EQ(fab_net_reg_mr(sc, out, len, NCCL_PTR_HOST, &smr), 0);
-	CHECK_EQ(fab_net_reg_mr(rc, in, cap, NCCL_PTR_HOST, &rmr), 0);
+	CHECK_EQ(net_reg_mr(sc, out, len, NCCL_PTR_HOST, &smr), 0);
+	CHECK_EQ(net_reg_mr(rc, in, cap, NCCL_PTR_HOST, &rmr), 0);
 	void *data = in;
 	int tag = 9;
-	CHECK_EQ(fab_net_irecv(rc, 1, &data, &cap, &tag, &rmr, &rreq), 0);
+	CHECK_EQ(net_irecv(rc, 1, &data, &cap, &tag, &rmr, &rreq), 0);
 	CHECK(rreq != NULL);
 	double end = unit_now_s() + 30;
 	int sres = 0, rres = 0, sdone = 0, rdone = 0, ssize = -1, rsize = -1;
 	while ((!sreq || !sdone || !rdone) && unit_now_s() < end) {
 		if (!sreq)
-			CHECK_EQ(fab_net_isend(sc, out, len, tag, smr, &sreq), 0);
+			CHECK_EQ(net_isend(sc, out, len, tag, smr, &sreq), 0);
 		if (sreq && !sdone)
-			sres = fab_net_test(sreq, &sdone, &ssize);
+			sres = net_test(sreq, &sdone, &ssize);
 		if (rreq && !rdone)
-			rres = fab_net_test(rreq, &rdone, &rsize);
+			rres = net_test(rreq, &rdone, &rsize);
 		if ((sres && !sdone) || (rres && !rdone))
 			break; /* failed without completing: reported below */
 	}
@@ -113,9 +113,9 @@ static int test_message_too_large(void)
 	CHECK(memchr(in, 0x5a, cap) == NULL); /* (the stand-in carries only the size) */
 	/* a request test() has finished is no request any more */
 	if (sdone)
-		CHECK_RC(fab_net_test(sreq, &sdone, NULL), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_EQ(fab_net_dereg_mr(sc, smr), 0);
-	CHECK_EQ(fab_net_dereg_mr(rc, rmr), 0);
+		CHECK_RC(net_test(sreq, &sdone, NULL), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_EQ(net_dereg_mr(sc, smr), 0);
+	CHECK_EQ(net_dereg_mr(rc, rmr), 0);
 	free(out);
 	free(in);
 	return 0;

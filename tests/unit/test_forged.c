@@ -37,18 +37,18 @@ static int connect_fails(const char *what, const void *addr, size_t len)
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	forge(handle, addr, len);
 	void *sc = NULL;
-	int rc = fab_net_connect(NULL, 0, 0, handle, &sc);
+	int rc = net_connect(NULL, 0, 0, handle, &sc);
 	if (rc == 0) {
 		fprintf(stderr, "  %s: connect returned 0 (comm %p)\n", what, sc);
 		if (sc)
-			fab_net_close_send(sc);
+			net_close_send(sc);
 		return 1;
 	}
 	/* the handle checks out, its address does not: the endpoint refuses it
 	 * (-FI_EINVAL inside), which NCCL has always been told as a system error */
 	if (rc != -FI_EOTHER || abi_result(rc) != ncclSystemError) {
 		fprintf(stderr, "  %s: connect returned %d (%s), expected -FI_EOTHER\n", what, rc,
-			fab_strerror(rc));
+			ofi_strerror(rc));
 		return 1;
 	}
 	return 0;
@@ -56,10 +56,10 @@ static int connect_fails(const char *what, const void *addr, size_t len)
 
 static int test_forged_addresses(void)
 {
-	struct fab_plugin *p = fab_plugin_get();
+	struct core_plugin *p = core_plugin_get();
 	uint32_t fmt = p->devs[0].info->addr_format;
 	unsigned before = atomic_load(&p->devs[0].dom->eps[0]->dropped);
-	unsigned char junk[FAB_ADDR_MAX];
+	unsigned char junk[OFI_ADDR_MAX];
 	memset(junk, 0xa5, sizeof(junk));
 	struct proto_handle h;
 	memcpy(&h, good, sizeof(h));
@@ -68,7 +68,7 @@ static int test_forged_addresses(void)
 	CHECK_EQ(connect_fails("garbage", junk, h.addr_len), 0);
 	CHECK_EQ(connect_fails("one byte", junk, 1), 0);
 	if (fmt == FI_ADDR_STR) {
-		unsigned char s[FAB_ADDR_MAX];
+		unsigned char s[OFI_ADDR_MAX];
 		memset(s, 'x', sizeof(s)); /* no terminator anywhere */
 		CHECK_EQ(connect_fails("unterminated string", s, sizeof(s)), 0);
 	}
@@ -98,10 +98,10 @@ static uint64_t fuzz_next(void)
 static int connect_accepted(char *h)
 {
 	void *sc = NULL;
-	if (fab_net_connect(NULL, 0, 0, h, &sc) != 0)
+	if (net_connect(NULL, 0, 0, h, &sc) != 0)
 		return 0;
 	if (sc)
-		fab_net_close_send(sc);
+		net_close_send(sc);
 	return 1;
 }
 
@@ -112,7 +112,7 @@ static int connect_accepted(char *h)
  * are spoiled first: nothing may leave loopback. */
 static int test_fuzz_bulk(void)
 {
-	fab_log_set_logger(counting_logger);
+	log_set_logger(counting_logger);
 	int accepted = 0;
 	unsigned long want = 0;
 	for (int i = 0; i < 100000; i++) {
@@ -127,18 +127,18 @@ static int test_fuzz_bulk(void)
 		accepted += connect_accepted(h);
 	}
 	for (int i = 0; i < 2000; i++) {
-		unsigned char addr[FAB_ADDR_MAX];
+		unsigned char addr[OFI_ADDR_MAX];
 		for (size_t k = 0; k < sizeof(addr); k++)
 			addr[k] = (unsigned char)fuzz_next();
 		addr[0] = 0x7f; /* sa_family 0x??7f (little-endian): never AF_INET or AF_INET6 */
 		addr[1] |= 0x40;
-		size_t len = 1 + fuzz_next() % FAB_ADDR_MAX;
+		size_t len = 1 + fuzz_next() % OFI_ADDR_MAX;
 		char h[NCCL_NET_HANDLE_MAXSIZE];
 		forge(h, addr, len);
 		want++;
 		accepted += connect_accepted(h);
 	}
-	fab_log_set_logger(NULL);
+	log_set_logger(NULL);
 	printf("  %lu corrupt handles: %d accepted, %lu WARNs\n", want, accepted, fuzz_warns);
 	CHECK_EQ(accepted, 0);
 	CHECK(fuzz_warns >= want);
@@ -157,31 +157,31 @@ static int test_good_after(void)
 		/* one message each way is the proof that the connection works */
 		char out[64] = "after the forged handles", in[64] = "";
 		void *smr = NULL, *rmr = NULL, *sreq = NULL, *rreq = NULL;
-		CHECK_EQ(fab_net_reg_mr(sc, out, sizeof(out), NCCL_PTR_HOST, &smr), 0);
-		CHECK_EQ(fab_net_reg_mr(rc, in, sizeof(in), NCCL_PTR_HOST, &rmr), 0);
+		CHECK_EQ(net_reg_mr(sc, out, sizeof(out), NCCL_PTR_HOST, &smr), 0);
+		CHECK_EQ(net_reg_mr(rc, in, sizeof(in), NCCL_PTR_HOST, &rmr), 0);
 		void *data = in;
 		size_t size = sizeof(in);
 		int tag = 7;
-		CHECK_EQ(fab_net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), 0);
+		CHECK_EQ(net_irecv(rc, 1, &data, &size, &tag, &rmr, &rreq), 0);
 		int sdone = 0, rdone = 0, sizes[1] = {0};
 		while ((!sreq || !sdone || !rdone) && unit_now_s() < end) {
 			if (!sreq)
-				CHECK_EQ(fab_net_isend(sc, out, sizeof(out), 7, smr, &sreq), 0);
+				CHECK_EQ(net_isend(sc, out, sizeof(out), 7, smr, &sreq), 0);
 			if (sreq && !sdone)
-				CHECK_EQ(fab_net_test(sreq, &sdone, NULL), 0);
+				CHECK_EQ(net_test(sreq, &sdone, NULL), 0);
 			if (rreq && !rdone)
-				CHECK_EQ(fab_net_test(rreq, &rdone, sizes), 0);
+				CHECK_EQ(net_test(rreq, &rdone, sizes), 0);
 		}
 		CHECK(sdone && rdone);
 		CHECK_EQ(sizes[0], sizeof(out));
 		CHECK(!strcmp(in, out));
-		fab_net_dereg_mr(sc, smr);
-		fab_net_dereg_mr(rc, rmr);
+		net_dereg_mr(sc, smr);
+		net_dereg_mr(rc, rmr);
 	}
 	if (sc)
-		fab_net_close_send(sc);
+		net_close_send(sc);
 	if (rc)
-		fab_net_close_recv(rc);
+		net_close_recv(rc);
 	return 0;
 }
 
@@ -194,17 +194,17 @@ static const struct unit_test tests[] = {
 int main(int argc, char **argv)
 {
 	void *ctx = NULL;
-	if (fab_net_init(&ctx, 0, 0, NULL) != 0) {
+	if (net_init(&ctx, 0, 0, NULL) != 0) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;
 	}
-	if (fab_net_listen(ctx, 0, good, &lcomm) != 0) {
+	if (net_listen(ctx, 0, good, &lcomm) != 0) {
 		fprintf(stderr, "listen failed\n");
 		return 1;
 	}
 	int rc = unit_main(tests, argc, argv);
-	fab_net_close_listen(lcomm);
-	fab_net_finalize(ctx);
+	net_close_listen(lcomm);
+	net_finalize(ctx);
 	return rc;
 }

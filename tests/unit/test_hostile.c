@@ -96,9 +96,9 @@ static int connect_self(void *lcomm, const char *handle, void **sc, void **rc)
 	double end = now_s() + 30;
 	*sc = *rc = NULL;
 	while ((!*sc || !*rc) && now_s() < end) {
-		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
+		if (!*sc && net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
 			return -1;
-		if (!*rc && fab_net_accept(lcomm, rc) != 0)
+		if (!*rc && net_accept(lcomm, rc) != 0)
 			return -1;
 	}
 	return *sc && *rc ? 0 : -1;
@@ -113,8 +113,8 @@ static int victim_stream(void *sc, void *rc)
 		sbuf[w] = malloc(cap);
 		rbuf[w] = malloc(cap);
 		if (!sbuf[w] || !rbuf[w] ||
-		    fab_net_reg_mr(sc, sbuf[w], cap, NCCL_PTR_HOST, &smr[w]) != 0 ||
-		    fab_net_reg_mr(rc, rbuf[w], cap, NCCL_PTR_HOST, &rmr[w]) != 0)
+		    net_reg_mr(sc, sbuf[w], cap, NCCL_PTR_HOST, &smr[w]) != 0 ||
+		    net_reg_mr(rc, rbuf[w], cap, NCCL_PTR_HOST, &rmr[w]) != 0)
 			return fail("victim", "buffers");
 	}
 	void *sreq[WINDOW] = {0}, *rreq[WINDOW] = {0};
@@ -130,7 +130,7 @@ static int victim_stream(void *sc, void *rc)
 				size_t size = cap;
 				int tag = 0x2a;
 				memset(rbuf[w], 0xee, stream_size(rposted) + 1 < cap ? stream_size(rposted) + 1 : cap);
-				if (fab_net_irecv(rc, 1, &data, &size, &tag, &rmr[w], &rreq[w]) != 0)
+				if (net_irecv(rc, 1, &data, &size, &tag, &rmr[w], &rreq[w]) != 0)
 					return fail("victim", "irecv failed");
 				if (rreq[w])
 					rmsg[w] = rposted++;
@@ -139,7 +139,7 @@ static int victim_stream(void *sc, void *rc)
 				size_t n = stream_size(sposted);
 				for (size_t k = 0; k < n; k++)
 					sbuf[w][k] = stream_byte(sposted, k);
-				if (fab_net_isend(sc, sbuf[w], n, 0x2a, smr[w], &sreq[w]) != 0)
+				if (net_isend(sc, sbuf[w], n, 0x2a, smr[w], &sreq[w]) != 0)
 					return fail("victim", "isend failed");
 				if (sreq[w])
 					smsg[w] = sposted++;
@@ -148,7 +148,7 @@ static int victim_stream(void *sc, void *rc)
 		for (int w = 0; w < WINDOW; w++) {
 			int done = 0, size = -1;
 			if (sreq[w]) {
-				if (fab_net_test(sreq[w], &done, &size) != 0)
+				if (net_test(sreq[w], &done, &size) != 0)
 					return fail("victim", "a send failed");
 				if (done) {
 					if ((size_t)size != stream_size(smsg[w]))
@@ -160,7 +160,7 @@ static int victim_stream(void *sc, void *rc)
 			done = 0;
 			size = -1;
 			if (rreq[w]) {
-				if (fab_net_test(rreq[w], &done, &size) != 0)
+				if (net_test(rreq[w], &done, &size) != 0)
 					return fail("victim", "a receive failed");
 				if (done) {
 					int m = rmsg[w];
@@ -182,8 +182,8 @@ static int victim_stream(void *sc, void *rc)
 		}
 	}
 	for (int w = 0; w < WINDOW; w++) {
-		fab_net_dereg_mr(sc, smr[w]);
-		fab_net_dereg_mr(rc, rmr[w]);
+		net_dereg_mr(sc, smr[w]);
+		net_dereg_mr(rc, rmr[w]);
 		free(sbuf[w]);
 		free(rbuf[w]);
 	}
@@ -194,9 +194,9 @@ static int victim(int to_hostile, int from_hostile)
 {
 	void *ctx = NULL, *lcomm = NULL, *sc = NULL, *rc = NULL;
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	if (fab_net_init(&ctx, 0, 0, NULL) != 0)
+	if (net_init(&ctx, 0, 0, NULL) != 0)
 		return 77;
-	if (fab_net_listen(ctx, 0, handle, &lcomm) != 0)
+	if (net_listen(ctx, 0, handle, &lcomm) != 0)
 		return fail("victim", "listen failed");
 	if (connect_self(lcomm, handle, &sc, &rc))
 		return fail("victim", "the first connection failed");
@@ -205,8 +205,8 @@ static int victim(int to_hostile, int from_hostile)
 	if (write(to_hostile, handle, sizeof(handle)) != (ssize_t)sizeof(handle) ||
 	    read(from_hostile, &go, 1) != 1)
 		return fail("victim", "pipe to the hostile process");
-	struct fab_plugin *p = fab_plugin_get();
-	struct fab_ep *ep = p->devs[0].dom->eps[0];
+	struct core_plugin *p = core_plugin_get();
+	struct ofi_ep *ep = p->devs[0].dom->eps[0];
 	int rc_ = victim_stream(sc, rc);
 	if (rc_)
 		return rc_;
@@ -224,19 +224,19 @@ static int victim(int to_hostile, int from_hostile)
 	if (dropped == 0)
 		return fail("victim", "nothing was counted as dropped");
 	close(to_hostile); /* the hostile process stops */
-	fab_net_close_send(sc);
-	fab_net_close_recv(rc);
-	fab_net_close_send(sc2);
-	fab_net_close_recv(rc2);
-	fab_net_close_listen(lcomm);
-	fab_net_finalize(ctx);
+	net_close_send(sc);
+	net_close_recv(rc);
+	net_close_send(sc2);
+	net_close_recv(rc2);
+	net_close_listen(lcomm);
+	net_finalize(ctx);
 	return 0;
 }
 
 /* ------------------------------------------------------------ hostile */
 
 struct forged {
-	struct fab_op op;
+	struct ofi_op op;
 	bool busy;
 	unsigned char buf[1024];
 };
@@ -244,19 +244,19 @@ struct forged {
 static struct forged ops[HOSTILE_OPS];
 static long posted_total;
 
-static void forged_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void forged_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
 {
 	((struct forged *)op->owner)->busy = false;
 }
 
-static struct forged *forged_get(struct fab_ep *ep)
+static struct forged *forged_get(struct ofi_ep *ep)
 {
 	for (int spin = 0; spin < 1000000; spin++) {
 		for (int i = 0; i < HOSTILE_OPS; i++)
 			if (!ops[i].busy)
 				return &ops[i];
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 	}
 	return NULL; /* the victim holds them all (unmatched rendezvous): stop forging */
 }
@@ -275,7 +275,7 @@ static unsigned kind_of(uint64_t tag, size_t len)
 	       k == PROTO_CTRL_CTS ? K_CTS : K_PING;
 }
 
-static void forge(struct fab_ep *ep, fi_addr_t to, uint64_t tag, const void *msg, size_t len)
+static void forge(struct ofi_ep *ep, fi_addr_t to, uint64_t tag, const void *msg, size_t len)
 {
 	unsigned k = kind_of(tag, len);
 	if (!(kinds & k) || (k == K_DATA && data_rounds >= 0 && round_no >= data_rounds))
@@ -294,12 +294,12 @@ static void forge(struct fab_ep *ep, fi_addr_t to, uint64_t tag, const void *msg
 	bool ctrl = proto_tag_is_ctrl(glay, tag);
 	if (ctrl && len >= sizeof(tag))
 		memcpy(f->buf, &tag, sizeof(tag));
-	if (ctrl ? fab_ep_send(ep, f->buf, len, NULL, to, &f->op.ctx) :
-		   fab_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
+	if (ctrl ? ofi_ep_send(ep, f->buf, len, NULL, to, &f->op.ctx) :
+		   ofi_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
 		f->busy = false;
 	else
 		posted_total++;
-	(void)fab_ep_progress(ep);
+	(void)ofi_ep_progress(ep);
 }
 
 static void garbage(unsigned char *b, size_t len)
@@ -309,7 +309,7 @@ static void garbage(unsigned char *b, size_t len)
 }
 
 /* One round of every forgery at every guessed id. */
-static void hostile_round(struct fab_ep *ep, fi_addr_t to, const struct proto_handle *h,
+static void hostile_round(struct ofi_ep *ep, fi_addr_t to, const struct proto_handle *h,
 			  const struct proto_tag_layout *lay, uint64_t prov_hash)
 {
 	/* requests name our own address: the REJECTs they earn come back here */
@@ -383,14 +383,14 @@ static int hostile(int from_victim, int to_victim)
 	struct proto_handle h;
 	if (read(from_victim, &h, sizeof(h)) != (ssize_t)sizeof(h))
 		return fail("hostile", "no handle from the victim");
-	if (fab_net_init(&ctx, 0, 0, NULL) != 0 ||
-	    fab_net_listen(ctx, 0, mine, &lcomm) != 0) /* opens our endpoint */
+	if (net_init(&ctx, 0, 0, NULL) != 0 ||
+	    net_listen(ctx, 0, mine, &lcomm) != 0) /* opens our endpoint */
 		return fail("hostile", "init");
-	struct fab_plugin *p = fab_plugin_get();
-	struct fab_device *dev = &p->devs[0];
-	struct fab_ep *ep = dev->dom->eps[0];
+	struct core_plugin *p = core_plugin_get();
+	struct proto_device *dev = &p->devs[0];
+	struct ofi_ep *ep = dev->dom->eps[0];
 	fi_addr_t to;
-	if (fab_ep_resolve(ep, h.addr, h.addr_len, &to))
+	if (ofi_ep_resolve(ep, h.addr, h.addr_len, &to))
 		return fail("hostile", "the victim's address");
 	rng_state ^= (uint64_t)getpid() << 20;
 	glay = &dev->layout;

@@ -13,7 +13,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 #include "cfg/cfg.h"
 #include "policy/policy.h"
 #include "unit.h"
@@ -36,10 +36,10 @@ static const char *settings_lookup(const char *name, void *arg)
 	return NULL;
 }
 
-static void make_cfg(struct fab_cfg *cfg, const char *provider, const char *hmem, const char *dmabuf)
+static void make_cfg(struct cfg_values *cfg, const char *provider, const char *hmem, const char *dmabuf)
 {
 	struct settings s = { provider, hmem, dmabuf };
-	int invalid = fab_cfg_load(cfg, settings_lookup, &s);
+	int invalid = cfg_load(cfg, settings_lookup, &s);
 	if (invalid)
 		fprintf(stderr, "  test bug: %d invalid settings\n", invalid);
 }
@@ -64,15 +64,15 @@ struct entry {
 
 struct scenario {
 	int n;
-	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
-	struct fab_attempt_result res[FAB_POLICY_MAX_ATTEMPTS];
-	struct fi_info *tail[FAB_POLICY_MAX_ATTEMPTS];
-	struct fab_cfg cfg;
-	struct fab_selection sel;
+	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
+	struct policy_attempt_result res[POLICY_MAX_ATTEMPTS];
+	struct fi_info *tail[POLICY_MAX_ATTEMPTS];
+	struct cfg_values cfg;
+	struct policy_selection sel;
 };
 
 enum {
-	A_HMEM_RMA = 0, /* the order fab_policy_plan produces */
+	A_HMEM_RMA = 0, /* the order policy_plan produces */
 	A_HMEM = 1,
 	A_HOST_RMA = 2,
 	A_HOST = 3,
@@ -86,7 +86,7 @@ static void scen_init(struct scenario *s, const char *provider)
 	memset(s, 0, sizeof(*s));
 	make_cfg(&s->cfg, provider, NULL, NULL);
 	/* 1.17: one ask per kind, in the order of the A_* indices */
-	s->n = fab_policy_plan(&s->cfg, FI_VERSION(1, 17), s->plan);
+	s->n = policy_plan(&s->cfg, FI_VERSION(1, 17), s->plan);
 	for (int a = 0; a < s->n; a++) {
 		s->res[a].plan = s->plan[a];
 		s->res[a].rc = -FI_ENODATA;
@@ -100,7 +100,7 @@ static struct fi_info *scen_add(struct scenario *s, int a, const struct entry *e
 	struct fi_info *i = fi_allocinfo();
 	if (!i)
 		abort();
-	const struct fab_attempt_plan *p = &s->plan[a];
+	const struct policy_attempt_plan *p = &s->plan[a];
 	i->caps = (p->caps | e->extra_caps | FI_LOCAL_COMM | (e->local_only ? 0 : FI_REMOTE_COMM)) &
 		  ~e->drop_caps;
 	if (e->local_only)
@@ -147,11 +147,11 @@ static void scen_free(struct scenario *s)
 
 static int scen_select(struct scenario *s)
 {
-	return fab_policy_select(s->res, s->n, &s->cfg, &s->sel);
+	return policy_select(s->res, s->n, &s->cfg, &s->sel);
 }
 
 /* The candidate that came from info. */
-static const struct fab_cand *cand_of(const struct scenario *s, const struct fi_info *info)
+static const struct policy_cand *cand_of(const struct scenario *s, const struct fi_info *info)
 {
 	for (int k = 0; k < s->sel.ncands; k++)
 		if (s->sel.cands[k].info == info)
@@ -161,13 +161,13 @@ static const struct fab_cand *cand_of(const struct scenario *s, const struct fi_
 
 static const char *reason_of(const struct scenario *s, const struct fi_info *info)
 {
-	const struct fab_cand *c = cand_of(s, info);
+	const struct policy_cand *c = cand_of(s, info);
 	return c ? c->reason : "(no candidate)";
 }
 
 static int kept(const struct scenario *s, const struct fi_info *info)
 {
-	const struct fab_cand *c = cand_of(s, info);
+	const struct policy_cand *c = cand_of(s, info);
 	return c && c->kept;
 }
 
@@ -185,10 +185,10 @@ static const struct entry SHM = { .prov = "shm", .fabric = "shm", .domain = "shm
 
 static int test_plan_unnamed(void)
 {
-	struct fab_cfg cfg;
-	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	struct cfg_values cfg;
+	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, NULL, NULL, NULL);
-	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
+	int n = policy_plan(&cfg, FI_VERSION(1, 20), plan);
 	CHECK_EQ(n, 8);
 	/* each ask again at API 1.17 right after it, for providers built against
 	 * older headers */
@@ -202,12 +202,12 @@ static int test_plan_unnamed(void)
 		}
 	}
 	/* on 1.17 itself nothing is asked twice: the order of the asks */
-	n = fab_policy_plan(&cfg, FI_VERSION(1, 17), plan);
+	n = policy_plan(&cfg, FI_VERSION(1, 17), plan);
 	CHECK_EQ(n, 4);
 	/* FI_HMEM first, each with and then without RMA */
 	static const struct { int hmem, rma; } want[4] = { { 1, 1 }, { 1, 0 }, { 0, 1 }, { 0, 0 } };
 	for (int a = 0; a < n && a < 4; a++) {
-		const struct fab_attempt_plan *p = &plan[a];
+		const struct policy_attempt_plan *p = &plan[a];
 		CHECK_EQ(p->hmem, want[a].hmem);
 		CHECK_EQ(p->rma, want[a].rma);
 		CHECK(!p->legacy);
@@ -219,7 +219,7 @@ static int test_plan_unnamed(void)
 		CHECK_EQ((p->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), want[a].rma);
 		CHECK_EQ(p->caps & FI_LOCAL_COMM, 0);
 		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2));
-		CHECK_EQ(p->mr_mode & ~FAB_SUPPORTED_MR_MODE, 0);
+		CHECK_EQ(p->mr_mode & ~POLICY_SUPPORTED_MR_MODE, 0);
 		CHECK(p->mr_mode & FI_MR_LOCAL);
 		CHECK(p->label[0] != '\0');
 		CHECK_STR_CONTAINS(p->label, want[a].hmem ? "FI_HMEM" : "host memory");
@@ -232,17 +232,17 @@ static int test_plan_unnamed(void)
 
 static int test_plan_named(void)
 {
-	struct fab_cfg cfg;
-	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	struct cfg_values cfg;
+	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, "shm", NULL, NULL);
-	int n = fab_policy_plan(&cfg, FI_VERSION(1, 20), plan);
+	int n = policy_plan(&cfg, FI_VERSION(1, 20), plan);
 	CHECK_EQ(n, 16);
-	CHECK(n <= FAB_POLICY_MAX_ATTEMPTS);
+	CHECK(n <= POLICY_MAX_ATTEMPTS);
 	for (int a = 1; a < n; a += 2) {
 		CHECK(plan[a].legacy);
 		CHECK_EQ(plan[a].caps, plan[a - 1].caps);
 	}
-	n = fab_policy_plan(&cfg, FI_VERSION(1, 17), plan);
+	n = policy_plan(&cfg, FI_VERSION(1, 17), plan);
 	CHECK_EQ(n, 8);
 	for (int a = 0; a < n; a++) {
 		CHECK_EQ(plan[a].remote, a < 4);
@@ -256,10 +256,10 @@ static int test_plan_named(void)
 	}
 	/* an exclude-only list names nothing: no single-host pass */
 	make_cfg(&cfg, "^efa", NULL, NULL);
-	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 17), plan), 4);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 4);
 	make_cfg(&cfg, "^efa,shm", NULL, NULL);
-	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(1, 17), plan), 8);
-	CHECK_EQ(fab_policy_plan(&cfg, FI_VERSION(2, 1), plan), 16);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 8);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(2, 1), plan), 16);
 	return 0;
 }
 
@@ -276,11 +276,11 @@ static int test_plan_api_version(void)
 		{ FI_VERSION(2, 0), FI_VERSION(1, 22) },
 		{ FI_VERSION(2, 3), FI_VERSION(1, 22) },
 	};
-	struct fab_cfg cfg;
-	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	struct cfg_values cfg;
+	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, "tcp", NULL, NULL);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int n = fab_policy_plan(&cfg, cases[i].fi, plan);
+		int n = policy_plan(&cfg, cases[i].fi, plan);
 		for (int a = 0; a < n; a++) {
 			if (plan[a].legacy) {
 				CHECK_EQ(plan[a].api_version, FI_VERSION(1, 17));
@@ -300,39 +300,39 @@ static int test_plan_api_version(void)
 
 static int test_tag_bits(void)
 {
-	CHECK_EQ(fab_policy_tag_bits(0), 64);
-	CHECK_EQ(fab_policy_tag_bits(0xaaaaaaaaaaaaaaaaULL), 64); /* FI_TAG_GENERIC */
-	CHECK_EQ(fab_policy_tag_bits(0x5555555555555555ULL), 64);
-	CHECK_EQ(fab_policy_tag_bits(0xffffffffffffffffULL), 64);
-	CHECK_EQ(fab_policy_tag_bits(0x8000000000000000ULL), 64);
-	CHECK_EQ(fab_policy_tag_bits(0x7fffffffffffffffULL), 63);
-	CHECK_EQ(fab_policy_tag_bits(0x0000ffffffffffffULL), 48);
-	CHECK_EQ(fab_policy_tag_bits(0x00007fffffffffffULL), 47);
-	CHECK_EQ(fab_policy_tag_bits(0x00000000ffffffffULL), 32);
-	CHECK_EQ(fab_policy_tag_bits(1), 1);
+	CHECK_EQ(policy_tag_bits(0), 64);
+	CHECK_EQ(policy_tag_bits(0xaaaaaaaaaaaaaaaaULL), 64); /* FI_TAG_GENERIC */
+	CHECK_EQ(policy_tag_bits(0x5555555555555555ULL), 64);
+	CHECK_EQ(policy_tag_bits(0xffffffffffffffffULL), 64);
+	CHECK_EQ(policy_tag_bits(0x8000000000000000ULL), 64);
+	CHECK_EQ(policy_tag_bits(0x7fffffffffffffffULL), 63);
+	CHECK_EQ(policy_tag_bits(0x0000ffffffffffffULL), 48);
+	CHECK_EQ(policy_tag_bits(0x00007fffffffffffULL), 47);
+	CHECK_EQ(policy_tag_bits(0x00000000ffffffffULL), 32);
+	CHECK_EQ(policy_tag_bits(1), 1);
 	return 0;
 }
 
 static int test_name_matches(void)
 {
-	CHECK(fab_policy_name_matches("tcp;ofi_rxm", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches("tcp", "tcp;ofi_rxm"));      /* full names only */
-	CHECK(fab_policy_name_matches_core("tcp", "tcp;ofi_rxm"));  /* the core-name rule */
-	CHECK(fab_policy_name_matches_core("TCP", "tcp;ofi_rxm"));  /* any case */
-	CHECK(!fab_policy_name_matches_core("tcp", "tcp"));         /* not layered: no */
-	CHECK(!fab_policy_name_matches_core("tc", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches_core("ofi_rxm", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches_core("", "tcp;ofi_rxm"));
-	CHECK(fab_policy_name_matches("Tcp;OFI_rxm", "tcp;ofi_rxm"));
-	CHECK(fab_policy_name_matches("tcp", "tcp"));
-	CHECK(fab_policy_name_matches("shm", "shm"));
-	CHECK(!fab_policy_name_matches("ofi_rxm", "tcp;ofi_rxm")); /* utility name: no */
-	CHECK(!fab_policy_name_matches("tc", "tcp;ofi_rxm"));      /* prefix: no */
-	CHECK(!fab_policy_name_matches("tcpx", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches("tcp;ofi_rxm", "tcp"));
-	CHECK(!fab_policy_name_matches("tcp;ofi_rxd", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches("verbs", "tcp;ofi_rxm"));
-	CHECK(!fab_policy_name_matches("", "tcp"));
+	CHECK(policy_name_matches("tcp;ofi_rxm", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches("tcp", "tcp;ofi_rxm"));      /* full names only */
+	CHECK(policy_name_matches_core("tcp", "tcp;ofi_rxm"));  /* the core-name rule */
+	CHECK(policy_name_matches_core("TCP", "tcp;ofi_rxm"));  /* any case */
+	CHECK(!policy_name_matches_core("tcp", "tcp"));         /* not layered: no */
+	CHECK(!policy_name_matches_core("tc", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches_core("ofi_rxm", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches_core("", "tcp;ofi_rxm"));
+	CHECK(policy_name_matches("Tcp;OFI_rxm", "tcp;ofi_rxm"));
+	CHECK(policy_name_matches("tcp", "tcp"));
+	CHECK(policy_name_matches("shm", "shm"));
+	CHECK(!policy_name_matches("ofi_rxm", "tcp;ofi_rxm")); /* utility name: no */
+	CHECK(!policy_name_matches("tc", "tcp;ofi_rxm"));      /* prefix: no */
+	CHECK(!policy_name_matches("tcpx", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches("tcp;ofi_rxm", "tcp"));
+	CHECK(!policy_name_matches("tcp;ofi_rxd", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches("verbs", "tcp;ofi_rxm"));
+	CHECK(!policy_name_matches("", "tcp"));
 	return 0;
 }
 
@@ -371,7 +371,7 @@ static int test_select_first_wins(void)
 	CHECK(s.sel.devs[0].hmem_info == e);
 	CHECK(!kept(&s, t));
 	/* the candidate records its attempt and what it got */
-	const struct fab_cand *c = cand_of(&s, e);
+	const struct policy_cand *c = cand_of(&s, e);
 	CHECK(c && c->attempt == A_HMEM_RMA && c->hmem && c->rma && c->remote);
 	CHECK(c && c->tag_bits == 64);
 	CHECK(c && !strcmp(c->domain, "rdmap16s27-rdm") && !strcmp(c->fabric, "efa"));
@@ -487,7 +487,7 @@ static int test_select_single_host(void)
 	CHECK_STR_CONTAINS(s.sel.reason, "single-host provider: ranks must share a host");
 	CHECK_EQ(s.sel.ndevs, 1);
 	CHECK(s.sel.devs[0].host_info == m);
-	const struct fab_cand *c = cand_of(&s, m);
+	const struct policy_cand *c = cand_of(&s, m);
 	CHECK(c && !c->remote);
 	scen_free(&s);
 
@@ -673,7 +673,7 @@ static int test_select_loopback(void)
 	struct fi_info *i6 = scen_add(&s, A_HOST_RMA, &a6);
 	struct fi_info *ir = scen_add(&s, A_HOST_RMA, &real);
 	CHECK_EQ(scen_select(&s), 0);
-	const struct fab_cand *c4 = cand_of(&s, i4), *c6 = cand_of(&s, i6), *cr = cand_of(&s, ir);
+	const struct policy_cand *c4 = cand_of(&s, i4), *c6 = cand_of(&s, i6), *cr = cand_of(&s, ir);
 	CHECK(c4 && c4->loopback);
 	CHECK(c6 && c6->loopback);
 	CHECK(cr && !cr->loopback);
@@ -716,7 +716,7 @@ static int test_select_hmem_host_per_device(void)
 	CHECK(s.sel.devs[1].host_info == c2);
 	CHECK(!kept(&s, h1b));
 	CHECK(!kept(&s, c1b));
-	const struct fab_cand *ch = cand_of(&s, h1), *cc = cand_of(&s, c1);
+	const struct policy_cand *ch = cand_of(&s, h1), *cc = cand_of(&s, c1);
 	CHECK(ch && ch->hmem);
 	CHECK(cc && !cc->hmem);
 	scen_free(&s);
@@ -762,7 +762,7 @@ static int test_select_twins(void)
 	struct fi_info *c = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
 	struct fi_info *other_attempt = scen_add(&s, A_HOST, &TCP_ETH0);
 	CHECK_EQ(scen_select(&s), 0);
-	const struct fab_cand *ca = cand_of(&s, a);
+	const struct policy_cand *ca = cand_of(&s, a);
 	CHECK(ca != NULL);
 	CHECK(ca && ca->twins == 2);
 	CHECK(cand_of(&s, b) == NULL); /* counted, not listed */
@@ -909,7 +909,7 @@ static int test_select_legacy_api(void)
 	struct scenario s;
 	memset(&s, 0, sizeof(s));
 	make_cfg(&s.cfg, "oldprov", NULL, NULL);
-	s.n = fab_policy_plan(&s.cfg, FI_VERSION(2, 1), s.plan);
+	s.n = policy_plan(&s.cfg, FI_VERSION(2, 1), s.plan);
 	CHECK_EQ(s.n, 16);
 	for (int a = 0; a < s.n; a++) {
 		s.res[a].plan = s.plan[a];
@@ -949,7 +949,7 @@ static int test_select_limits(void)
 		scen_add(&s, A_HOST_RMA, &e);
 	}
 	CHECK_EQ(scen_select(&s), 0);
-	CHECK_EQ(s.sel.ndevs, FAB_POLICY_MAX_DEVS);
+	CHECK_EQ(s.sel.ndevs, POLICY_MAX_DEVS);
 	CHECK_STR_CONTAINS(s.sel.cands[39].reason, "more than 32 devices");
 	CHECK(!s.sel.cands[39].kept);
 	CHECK(!strcmp(s.sel.devs[31].name, "mlx5_31"));
@@ -964,7 +964,7 @@ static int test_select_limits(void)
 		scen_add(&s, A_HOST_RMA, &e);
 	}
 	CHECK_EQ(scen_select(&s), 0);
-	CHECK_EQ(s.sel.ncands, FAB_POLICY_MAX_CANDS);
+	CHECK_EQ(s.sel.ncands, POLICY_MAX_CANDS);
 	CHECK_STR_CONTAINS(s.sel.reason, "candidate list truncated");
 	scen_free(&s);
 	return 0;
@@ -1030,7 +1030,7 @@ struct hmem_case {
 	int driver, ngpus, gpu_dmabuf;
 	const char *dmabuf; /* NCCL_FABRIC_DMABUF */
 	/* expected */
-	enum fab_hmem_verdict verdict;
+	enum policy_hmem_verdict verdict;
 	int ptr;            /* NCCL_PTR_* */
 	const char *reason_has;
 	const char *reason_has2;
@@ -1044,77 +1044,77 @@ struct hmem_case {
 static const struct hmem_case hmem_cases[] = {
 	/* the setting first */
 	{ "off beats a perfect setup", V120, 1, P_OPEN, 0, "off", 1, 1, 1, "1",
-	  FAB_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
+	  POLICY_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
 	{ "off, no provider support", V117, 0, P_NONE, 0, "OFF", 0, 0, 0, "1",
-	  FAB_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
+	  POLICY_HMEM_NO_SETTING, H, "NCCL_FABRIC_HMEM=off", NULL, NULL },
 	/* provider without FI_HMEM */
 	{ "auto, provider without FI_HMEM", V120, 0, P_NONE, 0, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", "prov-x", NULL },
+	  POLICY_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", "prov-x", NULL },
 	{ "force cannot add FI_HMEM", V200, 0, P_NONE, 0, "force", 1, 8, 1, "1",
-	  FAB_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", NULL, NULL },
+	  POLICY_HMEM_NO_PROVIDER, H, "does not advertise FI_HMEM", NULL, NULL },
 	/* no GPU */
 	{ "no CUDA driver", V120, 1, P_OPEN, 0, "auto", 0, 0, 1, "1",
-	  FAB_HMEM_NO_GPU, H, "no GPU", "libcuda.so.1: not found", NULL },
+	  POLICY_HMEM_NO_GPU, H, "no GPU", "libcuda.so.1: not found", NULL },
 	{ "driver, 0 GPUs", V120, 1, P_OPEN, 0, "auto", 1, 0, 1, "1",
-	  FAB_HMEM_NO_GPU, H, "no GPU", "reports 0 GPUs", NULL },
+	  POLICY_HMEM_NO_GPU, H, "no GPU", "reports 0 GPUs", NULL },
 	{ "force, driver, 0 GPUs", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "force", 1, 0, 1, "1",
-	  FAB_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
+	  POLICY_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
 	{ "force, no driver", V118, 1, P_FAILED, 0, "force", 0, 0, 0, "1",
-	  FAB_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
+	  POLICY_HMEM_NO_GPU, H, "no GPU", NULL, NULL },
 	/* the probe */
 	{ "probe failed", V120, 1, P_FAILED, 0, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_PROBE_FAILED, H, "probe endpoint", "fi_endpoint: boom", NULL },
+	  POLICY_HMEM_PROBE_FAILED, H, "probe endpoint", "fi_endpoint: boom", NULL },
 	{ "force, probe failed", V120, 1, P_FAILED, 0, "force", 1, 2, 1, "1",
-	  FAB_HMEM_PROBE_FAILED, H, "did not open", NULL, NULL },
+	  POLICY_HMEM_PROBE_FAILED, H, "did not open", NULL, NULL },
 	/* the promise, and DMA-BUF */
 	{ "promised, 1.20, DMA-BUF", V120, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_PROMISED, HCD, "answered FI_OPT_CUDA_API_PERMITTED=false with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HCD, "answered FI_OPT_CUDA_API_PERMITTED=false with 0", NULL, NULL },
 	{ "promised, 2.0, DMA-BUF", V200, 1, P_OPEN, 0, "auto", 1, 4, 1, "1",
-	  FAB_HMEM_PROMISED, HCD, "with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HCD, "with 0", NULL, NULL },
 	{ "promised, 1.18: no DMA-BUF", V118, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HC, "with 0", NULL, NULL },
 	{ "promised, 1.17: no DMA-BUF", V117, 1, P_OPEN, 0, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HC, "with 0", NULL, NULL },
 	{ "promised, GPU without DMA-BUF", V120, 1, P_OPEN, 0, "auto", 1, 1, 0, "1",
-	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HC, "with 0", NULL, NULL },
 	{ "promised, NCCL_FABRIC_DMABUF=0", V120, 1, P_OPEN, 0, "auto", 1, 1, 1, "0",
-	  FAB_HMEM_PROMISED, HC, "with 0", NULL, NULL },
+	  POLICY_HMEM_PROMISED, HC, "with 0", NULL, NULL },
 	{ "force and promised: no warning", V120, 1, P_OPEN, 0, "force", 1, 1, 1, "1",
-	  FAB_HMEM_PROMISED, HCD, "with 0", NULL, "NCCL_FABRIC_HMEM=force" },
+	  POLICY_HMEM_PROMISED, HCD, "with 0", NULL, "NCCL_FABRIC_HMEM=force" },
 	/* auto and no promise: refused, the answer in words */
 	{ "auto, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_REFUSED, H, "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API", NULL,
+	  POLICY_HMEM_REFUSED, H, "-FI_EOPNOTSUPP: its FI_HMEM support needs the CUDA API", NULL,
 	  "NCCL_FABRIC_HMEM=force" },
 	{ "auto, EINVAL on 1.20: libfabric's CUDA support", V120, 1, P_OPEN, -FI_EINVAL, "auto", 1, 1,
-	  1, "1", FAB_HMEM_REFUSED, H, "-FI_EINVAL: libfabric's CUDA support is not active", NULL,
+	  1, "1", POLICY_HMEM_REFUSED, H, "-FI_EINVAL: libfabric's CUDA support is not active", NULL,
 	  "NCCL_FABRIC_HMEM=force" },
 	{ "auto, EINVAL on 1.17: the provider's own answer", V117, 1, P_OPEN, -FI_EINVAL, "auto", 1,
-	  1, 1, "1", FAB_HMEM_REFUSED, H, "no CUDA library or device", "NCCL_FABRIC_HMEM=force",
+	  1, 1, "1", POLICY_HMEM_REFUSED, H, "no CUDA library or device", "NCCL_FABRIC_HMEM=force",
 	  NULL },
 	{ "auto, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_REFUSED, H, "does not know the option", "NCCL_FABRIC_HMEM=force", NULL },
+	  POLICY_HMEM_REFUSED, H, "does not know the option", "NCCL_FABRIC_HMEM=force", NULL },
 	{ "auto, ENOPROTOOPT on 1.20", V120, 1, P_OPEN, -FI_ENOPROTOOPT, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_REFUSED, H, "-FI_ENOPROTOOPT", NULL, NULL },
+	  POLICY_HMEM_REFUSED, H, "-FI_ENOPROTOOPT", NULL, NULL },
 	{ "auto, another error", V118, 1, P_OPEN, OTHER_ERR, "auto", 1, 1, 1, "1",
-	  FAB_HMEM_REFUSED, H, "an unexpected error", NULL, NULL },
+	  POLICY_HMEM_REFUSED, H, "an unexpected error", NULL, NULL },
 	/* force and no promise: used, with a warning */
 	{ "force, EOPNOTSUPP", V120, 1, P_OPEN, -FI_EOPNOTSUPP, "force", 1, 1, 1, "1",
-	  FAB_HMEM_FORCED, HCD, "NCCL_FABRIC_HMEM=force", "-FI_EOPNOTSUPP", NULL },
+	  POLICY_HMEM_FORCED, HCD, "NCCL_FABRIC_HMEM=force", "-FI_EOPNOTSUPP", NULL },
 	{ "force, EINVAL on 1.17, no DMA-BUF GPU", V117, 1, P_OPEN, -FI_EINVAL, "Force", 1, 1, 0, "1",
-	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "-FI_EINVAL", NULL },
+	  POLICY_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "-FI_EINVAL", NULL },
 	/* force where it cannot work: libfabric >= 1.18 says its CUDA support is off */
 	{ "force refused, EINVAL on 1.20", V120, 1, P_OPEN, -FI_EINVAL, "force", 1, 1, 1, "1",
-	  FAB_HMEM_FORCE_REFUSED, H, "force is refused", "could not register GPU memory", NULL },
+	  POLICY_HMEM_FORCE_REFUSED, H, "force is refused", "could not register GPU memory", NULL },
 	{ "force refused, EINVAL on 2.0", V200, 1, P_OPEN, -FI_EINVAL, "force", 1, 1, 1, "1",
-	  FAB_HMEM_FORCE_REFUSED, H, "libfabric's CUDA support is not active", NULL, NULL },
+	  POLICY_HMEM_FORCE_REFUSED, H, "libfabric's CUDA support is not active", NULL, NULL },
 	{ "force, ENOPROTOOPT on 1.17", V117, 1, P_OPEN, -FI_ENOPROTOOPT, "force", 1, 1, 1, "1",
-	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "does not know the option", NULL },
+	  POLICY_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "does not know the option", NULL },
 	{ "force, another error, DMABUF=0", V200, 1, P_OPEN, OTHER_ERR, "force", 1, 1, 1, "0",
-	  FAB_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "an unexpected error", NULL },
+	  POLICY_HMEM_FORCED, HC, "NCCL_FABRIC_HMEM=force", "an unexpected error", NULL },
 };
 
-static void hmem_inputs(const struct hmem_case *hc, struct fab_selection *sel,
-			struct fab_probe *probe, struct fab_cuda_info *cuda, struct fab_cfg *cfg)
+static void hmem_inputs(const struct hmem_case *hc, struct policy_selection *sel,
+			struct policy_probe *probe, struct policy_cuda_info *cuda, struct cfg_values *cfg)
 {
 	memset(sel, 0, sizeof(*sel));
 	sel->ok = true;
@@ -1143,21 +1143,21 @@ static int test_hmem_table(void)
 {
 	for (size_t i = 0; i < sizeof(hmem_cases) / sizeof(hmem_cases[0]); i++) {
 		const struct hmem_case *hc = &hmem_cases[i];
-		struct fab_selection *sel = calloc(1, sizeof(*sel));
-		struct fab_probe probe;
-		struct fab_cuda_info cuda;
-		struct fab_cfg cfg;
-		struct fab_hmem_decision d;
+		struct policy_selection *sel = calloc(1, sizeof(*sel));
+		struct policy_probe probe;
+		struct policy_cuda_info cuda;
+		struct cfg_values cfg;
+		struct policy_hmem_decision d;
 		if (!sel)
 			return 1;
 		hmem_inputs(hc, sel, &probe, &cuda, &cfg);
 		memset(&d, 0x5a, sizeof(d));
-		fab_policy_hmem(sel, &probe, &cuda, &cfg, hc->fi_version, &d);
+		policy_hmem(sel, &probe, &cuda, &cfg, hc->fi_version, &d);
 
 		int before = unit_failures;
-		int forced = hc->verdict == FAB_HMEM_FORCED;
-		int refused = hc->verdict == FAB_HMEM_FORCE_REFUSED;
-		int used = hc->verdict == FAB_HMEM_PROMISED || forced;
+		int forced = hc->verdict == POLICY_HMEM_FORCED;
+		int refused = hc->verdict == POLICY_HMEM_FORCE_REFUSED;
+		int used = hc->verdict == POLICY_HMEM_PROMISED || forced;
 		CHECK_EQ(d.verdict, hc->verdict);
 		CHECK_EQ(d.use_hmem, used);
 		CHECK_EQ(d.ptr_support, hc->ptr);
@@ -1188,7 +1188,7 @@ static int test_hmem_table(void)
 		CHECK_EQ(d.expected_cuda_rc, probe.cuda_api_permitted_rc);
 		/* the answer in words */
 		if (hc->probe == P_OPEN)
-			CHECK(!strcmp(d.answer, fab_policy_cuda_answer(hc->rc, hc->fi_version)));
+			CHECK(!strcmp(d.answer, policy_cuda_answer(hc->rc, hc->fi_version)));
 		else if (hc->probe == P_FAILED)
 			CHECK_STR_CONTAINS(d.answer, "probe endpoint failed");
 		else
@@ -1207,7 +1207,7 @@ static int test_hmem_table(void)
 		CHECK_STR_CONTAINS(d.nccl_effect, used ? "NCCL_NET_GDR_LEVEL" : "stages every transfer");
 		if (unit_failures != before)
 			fprintf(stderr, "  ^ case %zu \"%s\": verdict %s, reason: %s\n", i, hc->what,
-				fab_policy_verdict_name(d.verdict), d.reason);
+				policy_verdict_name(d.verdict), d.reason);
 		free(sel);
 	}
 	return 0;
@@ -1223,18 +1223,18 @@ static int test_hmem_versions_text(void)
 	CHECK(hc != NULL);
 	if (!hc)
 		return 1;
-	struct fab_selection *sel = calloc(1, sizeof(*sel));
-	struct fab_probe probe;
-	struct fab_cuda_info cuda;
-	struct fab_cfg cfg;
-	struct fab_hmem_decision d;
+	struct policy_selection *sel = calloc(1, sizeof(*sel));
+	struct policy_probe probe;
+	struct policy_cuda_info cuda;
+	struct cfg_values cfg;
+	struct policy_hmem_decision d;
 	hmem_inputs(hc, sel, &probe, &cuda, &cfg);
-	fab_policy_hmem(sel, &probe, &cuda, &cfg, FI_VERSION(1, 19), &d);
+	policy_hmem(sel, &probe, &cuda, &cfg, FI_VERSION(1, 19), &d);
 	CHECK_STR_CONTAINS(d.dmabuf_reason, "libfabric 1.19");
 	/* no provider selected at all */
 	sel->ok = false;
-	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
-	CHECK_EQ(d.verdict, FAB_HMEM_NO_PROVIDER);
+	policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	CHECK_EQ(d.verdict, POLICY_HMEM_NO_PROVIDER);
 	CHECK_STR_CONTAINS(d.reason, "(none)");
 	free(sel);
 	return 0;
@@ -1246,7 +1246,7 @@ static int test_hmem_sweep(void)
 	static const uint32_t versions[] = { V117, V118, V120, V200 };
 	static const int rcs[] = { 0, -FI_EOPNOTSUPP, -FI_EINVAL, -FI_ENOPROTOOPT, OTHER_ERR };
 	static const char *const modes[] = { "auto", "force", "off" };
-	struct fab_selection *sel = calloc(1, sizeof(*sel));
+	struct policy_selection *sel = calloc(1, sizeof(*sel));
 	if (!sel)
 		return 1;
 	int n = 0, bad = 0;
@@ -1261,28 +1261,28 @@ static int test_hmem_sweep(void)
 	for (int cd = 0; cd < 2; cd++) {
 		struct hmem_case hc = { "sweep", versions[v], hm, (enum probe_kind)pk, rcs[r], modes[m],
 					drv, ng, gd, cd ? "1" : "0", 0, 0, NULL, NULL, NULL };
-		struct fab_probe probe;
-		struct fab_cuda_info cuda;
-		struct fab_cfg cfg;
-		struct fab_hmem_decision d;
+		struct policy_probe probe;
+		struct policy_cuda_info cuda;
+		struct cfg_values cfg;
+		struct policy_hmem_decision d;
 		hmem_inputs(&hc, sel, &probe, &cuda, &cfg);
-		fab_policy_hmem(sel, &probe, &cuda, &cfg, hc.fi_version, &d);
+		policy_hmem(sel, &probe, &cuda, &cfg, hc.fi_version, &d);
 		n++;
 		int gpu = drv && ng;
 		int ok = 1;
 		/* the decisive fact, in the order the policy documents */
-		enum fab_hmem_verdict want =
-			m == 2 ? FAB_HMEM_NO_SETTING :
-			!hm ? FAB_HMEM_NO_PROVIDER :
-			!gpu ? FAB_HMEM_NO_GPU :
-			pk != P_OPEN ? FAB_HMEM_PROBE_FAILED :
-			rcs[r] == 0 ? FAB_HMEM_PROMISED :
-			m == 1 && rcs[r] == -FI_EINVAL && versions[v] >= V118 ? FAB_HMEM_FORCE_REFUSED :
-			m == 1 ? FAB_HMEM_FORCED : FAB_HMEM_REFUSED;
+		enum policy_hmem_verdict want =
+			m == 2 ? POLICY_HMEM_NO_SETTING :
+			!hm ? POLICY_HMEM_NO_PROVIDER :
+			!gpu ? POLICY_HMEM_NO_GPU :
+			pk != P_OPEN ? POLICY_HMEM_PROBE_FAILED :
+			rcs[r] == 0 ? POLICY_HMEM_PROMISED :
+			m == 1 && rcs[r] == -FI_EINVAL && versions[v] >= V118 ? POLICY_HMEM_FORCE_REFUSED :
+			m == 1 ? POLICY_HMEM_FORCED : POLICY_HMEM_REFUSED;
 		ok &= d.verdict == want;
-		ok &= d.use_hmem == (want == FAB_HMEM_PROMISED || want == FAB_HMEM_FORCED);
+		ok &= d.use_hmem == (want == POLICY_HMEM_PROMISED || want == POLICY_HMEM_FORCED);
 		ok &= (d.warning[0] != '\0') ==
-		      (want == FAB_HMEM_FORCED || want == FAB_HMEM_FORCE_REFUSED);
+		      (want == POLICY_HMEM_FORCED || want == POLICY_HMEM_FORCE_REFUSED);
 		ok &= d.remedy[0] != '\0';
 		ok &= d.dmabuf == (d.use_hmem && cd && versions[v] >= V120 && gd);
 		ok &= d.ptr_support == (NCCL_PTR_HOST | (d.use_hmem ? NCCL_PTR_CUDA : 0) |
@@ -1309,29 +1309,29 @@ static int test_hmem_p2p_words(void)
 		{ FI_HMEM_P2P_DISABLED, "no GPUDirect" },
 		{ 77, "unknown stance 77" },
 	};
-	struct fab_selection *sel = calloc(1, sizeof(*sel));
+	struct policy_selection *sel = calloc(1, sizeof(*sel));
 	if (!sel)
 		return 1;
-	struct fab_probe probe;
-	struct fab_cuda_info cuda;
-	struct fab_cfg cfg;
-	struct fab_hmem_decision d;
+	struct policy_probe probe;
+	struct policy_cuda_info cuda;
+	struct cfg_values cfg;
+	struct policy_hmem_decision d;
 	const struct hmem_case *hc = &hmem_cases[10]; /* promised, 1.20 */
-	CHECK_EQ(hc->verdict, FAB_HMEM_PROMISED);
+	CHECK_EQ(hc->verdict, POLICY_HMEM_PROMISED);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		hmem_inputs(hc, sel, &probe, &cuda, &cfg);
 		probe.p2p_rc = 0;
 		probe.p2p = cases[i].p2p;
-		fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+		policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
 		CHECK_STR_CONTAINS(d.p2p, cases[i].has);
 		CHECK_STR_CONTAINS(d.reason, cases[i].has); /* the promise sentence carries it */
 	}
 	hmem_inputs(hc, sel, &probe, &cuda, &cfg);
 	probe.p2p_rc = -FI_ENOPROTOOPT;
-	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
 	CHECK_STR_CONTAINS(d.p2p, "not reported");
 	probe.opened = false;
-	fab_policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
+	policy_hmem(sel, &probe, &cuda, &cfg, V120, &d);
 	CHECK_STR_CONTAINS(d.p2p, "not asked");
 	free(sel);
 	return 0;
@@ -1343,27 +1343,27 @@ static int test_policy_words(void)
 	static const uint32_t vers[] = { V117, V120 };
 	for (int k = 0; k < 2; k++) {
 		for (int i = 0; i < 5; i++) {
-			CHECK(fab_policy_cuda_answer(rcs[i], vers[k])[0] != '\0');
+			CHECK(policy_cuda_answer(rcs[i], vers[k])[0] != '\0');
 			for (int j = 0; j < i; j++)
-				CHECK(strcmp(fab_policy_cuda_answer(rcs[i], vers[k]),
-					     fab_policy_cuda_answer(rcs[j], vers[k])) != 0);
+				CHECK(strcmp(policy_cuda_answer(rcs[i], vers[k]),
+					     policy_cuda_answer(rcs[j], vers[k])) != 0);
 		}
-		CHECK_STR_CONTAINS(fab_policy_cuda_answer(0, vers[k]), "promises");
-		CHECK(!strcmp(fab_policy_cuda_answer(-FI_EAGAIN, vers[k]),
-			      fab_policy_cuda_answer(OTHER_ERR, vers[k])));
+		CHECK_STR_CONTAINS(policy_cuda_answer(0, vers[k]), "promises");
+		CHECK(!strcmp(policy_cuda_answer(-FI_EAGAIN, vers[k]),
+			      policy_cuda_answer(OTHER_ERR, vers[k])));
 	}
 	/* what -FI_EINVAL and -FI_ENOPROTOOPT mean depends on the version */
-	CHECK_STR_CONTAINS(fab_policy_cuda_answer(-FI_EINVAL, V120), "libfabric's CUDA support");
-	CHECK(!strstr(fab_policy_cuda_answer(-FI_EINVAL, V117), "libfabric's CUDA support"));
-	CHECK_STR_CONTAINS(fab_policy_cuda_answer(-FI_ENOPROTOOPT, V117), "1.18");
-	CHECK(!strstr(fab_policy_cuda_answer(-FI_ENOPROTOOPT, V200), "1.18"));
-	for (int v = FAB_HMEM_NO_SETTING; v <= FAB_HMEM_FORCE_REFUSED; v++) {
-		const char *name = fab_policy_verdict_name((enum fab_hmem_verdict)v);
+	CHECK_STR_CONTAINS(policy_cuda_answer(-FI_EINVAL, V120), "libfabric's CUDA support");
+	CHECK(!strstr(policy_cuda_answer(-FI_EINVAL, V117), "libfabric's CUDA support"));
+	CHECK_STR_CONTAINS(policy_cuda_answer(-FI_ENOPROTOOPT, V117), "1.18");
+	CHECK(!strstr(policy_cuda_answer(-FI_ENOPROTOOPT, V200), "1.18"));
+	for (int v = POLICY_HMEM_NO_SETTING; v <= POLICY_HMEM_FORCE_REFUSED; v++) {
+		const char *name = policy_verdict_name((enum policy_hmem_verdict)v);
 		CHECK(strcmp(name, "?") != 0);
-		for (int w = FAB_HMEM_NO_SETTING; w < v; w++)
-			CHECK(strcmp(name, fab_policy_verdict_name((enum fab_hmem_verdict)w)) != 0);
+		for (int w = POLICY_HMEM_NO_SETTING; w < v; w++)
+			CHECK(strcmp(name, policy_verdict_name((enum policy_hmem_verdict)w)) != 0);
 	}
-	CHECK(!strcmp(fab_policy_verdict_name((enum fab_hmem_verdict)99), "?"));
+	CHECK(!strcmp(policy_verdict_name((enum policy_hmem_verdict)99), "?"));
 	return 0;
 }
 
@@ -1371,11 +1371,11 @@ static int test_policy_words(void)
  * flush, else GPU memory is not offered; forceFlush follows write ordering. */
 static int test_hmem_flush(void)
 {
-	struct fab_selection sel;
-	struct fab_probe probe;
-	struct fab_cuda_info cuda;
-	struct fab_cfg cfg;
-	struct fab_hmem_decision d;
+	struct policy_selection sel;
+	struct policy_probe probe;
+	struct policy_cuda_info cuda;
+	struct cfg_values cfg;
+	struct policy_hmem_decision d;
 	struct fi_info *hi = fi_allocinfo();
 	memset(&sel, 0, sizeof(sel));
 	sel.ok = true;
@@ -1394,50 +1394,50 @@ static int test_hmem_flush(void)
 	/* no FI_RMA, no cuFlushGPUDirectRDMAWrites: host only, with a WARN */
 	make_cfg(&cfg, NULL, "auto", NULL);
 	hi->caps = FI_TAGGED | FI_MSG | FI_HMEM;
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
-	CHECK_EQ(d.verdict, FAB_HMEM_NO_FLUSH);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, POLICY_HMEM_NO_FLUSH);
 	CHECK(!d.use_hmem);
 	CHECK_EQ(d.ptr_support, NCCL_PTR_HOST);
-	CHECK_EQ(d.flush, FAB_FLUSH_NONE);
+	CHECK_EQ(d.flush, POLICY_FLUSH_NONE);
 	CHECK(d.warning[0]);
 	CHECK_STR_CONTAINS(d.reason, "cuFlushGPUDirectRDMAWrites");
 
 	/* the driver's flush only */
 	cuda.flush = true;
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
-	CHECK_EQ(d.verdict, FAB_HMEM_PROMISED);
-	CHECK_EQ(d.flush, FAB_FLUSH_CUDA);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, POLICY_HMEM_PROMISED);
+	CHECK_EQ(d.flush, POLICY_FLUSH_CUDA);
 	CHECK(!d.warning[0]);
 
 	/* FI_RMA|FI_READ: RDMA read is preferred ... */
 	hi->caps |= FI_RMA | FI_READ;
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
-	CHECK_EQ(d.flush, FAB_FLUSH_RMA_READ);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.flush, POLICY_FLUSH_RMA_READ);
 	CHECK_STR_CONTAINS(d.flush_reason, "RDMA read");
 	/* ... unless the setting asks for the driver */
 	make_cfg(&cfg, NULL, "auto", NULL);
-	fab_cfg_parse(&fab_cfg_descs[FAB_CFG_FLUSH], "cuda", &cfg.v[FAB_CFG_FLUSH]);
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
-	CHECK_EQ(d.flush, FAB_FLUSH_CUDA);
+	cfg_parse(&cfg_descs[CFG_FLUSH], "cuda", &cfg.v[CFG_FLUSH]);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.flush, POLICY_FLUSH_CUDA);
 	/* rma asked, provider without RMA: not offered */
-	fab_cfg_parse(&fab_cfg_descs[FAB_CFG_FLUSH], "rma", &cfg.v[FAB_CFG_FLUSH]);
+	cfg_parse(&cfg_descs[CFG_FLUSH], "rma", &cfg.v[CFG_FLUSH]);
 	hi->caps &= ~(uint64_t)(FI_RMA | FI_READ);
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
-	CHECK_EQ(d.verdict, FAB_HMEM_NO_FLUSH);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	CHECK_EQ(d.verdict, POLICY_HMEM_NO_FLUSH);
 	CHECK_STR_CONTAINS(d.reason, "NCCL_FABRIC_FLUSH=rma");
 
 	/* forceFlush: only when GPU memory is used and writes are not ordered */
 	make_cfg(&cfg, NULL, "auto", NULL);
 	cuda.writes_ordered = true;
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
 	CHECK(!d.force_flush);
 	cuda.writes_ordered = false;
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
 	CHECK(d.force_flush);
 	make_cfg(&cfg, NULL, "off", NULL);
-	fab_policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
+	policy_hmem(&sel, &probe, &cuda, &cfg, FI_VERSION(1, 18), &d);
 	CHECK(!d.force_flush);
-	CHECK_EQ(d.flush, FAB_FLUSH_NONE);
+	CHECK_EQ(d.flush, POLICY_FLUSH_NONE);
 	fi_freeinfo(hi);
 	return 0;
 }
@@ -1446,31 +1446,31 @@ static int test_hmem_flush(void)
  * settings win, and the reason says which. */
 static int test_datapath_defaults(void)
 {
-	struct fab_rails_choice c;
-	fab_policy_rails("tcp;ofi_rxm", 16, 0, 0, &c);
+	struct policy_rails_choice c;
+	policy_rails("tcp;ofi_rxm", 16, 0, 0, &c);
 	CHECK_EQ(c.rails, 1); /* several rails measured slower (see policy.c) */
 	CHECK(!c.threads);
 	CHECK_STR_CONTAINS(c.reason, "auto, 16 CPUs");
-	fab_policy_rails("tcp", 2, 0, 0, &c);
+	policy_rails("tcp", 2, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
 	CHECK(!c.threads); /* auto: threads only with several rails */
-	fab_policy_rails("shm", 64, 0, 0, &c);
+	policy_rails("shm", 64, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
-	fab_policy_rails("tcp", 16, 4, 0, &c);
+	policy_rails("tcp", 16, 4, 0, &c);
 	CHECK_EQ(c.rails, 4);
 	CHECK(c.threads); /* auto: threads with several rails */
-	fab_policy_rails("shm", 2, 3, 2, &c);
+	policy_rails("shm", 2, 3, 2, &c);
 	CHECK_EQ(c.rails, 3);
 	CHECK(!c.threads);
 	CHECK_STR_CONTAINS(c.reason, "NCCL_FABRIC_RAILS");
-	fab_policy_rails("shm", 2, 1, 1, &c);
+	policy_rails("shm", 2, 1, 1, &c);
 	CHECK(c.threads);
 	char why[96];
-	CHECK_EQ(fab_policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 65536);
+	CHECK_EQ(policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 65536);
 	CHECK_STR_CONTAINS(why, "stream provider");
-	CHECK_EQ(fab_policy_eager("shm", 4096, -1, why, sizeof(why)), 4096);
-	CHECK_EQ(fab_policy_eager("shm", 0, -1, why, sizeof(why)), 0);
-	CHECK_EQ(fab_policy_eager("tcp", 64, 0, why, sizeof(why)), 0);
+	CHECK_EQ(policy_eager("shm", 4096, -1, why, sizeof(why)), 4096);
+	CHECK_EQ(policy_eager("shm", 0, -1, why, sizeof(why)), 0);
+	CHECK_EQ(policy_eager("tcp", 64, 0, why, sizeof(why)), 0);
 	CHECK_STR_CONTAINS(why, "NCCL_FABRIC_EAGER_MAX");
 	return 0;
 }

@@ -15,47 +15,47 @@
 struct item {
 	int id;
 	atomic_int taken; /* 1 while a thread holds it: a double hand-out shows here */
-	struct fab_free_node node;
+	struct util_free_node node;
 };
 
 #define N 16
 
-static struct item *item_of(struct fab_free_node *n)
+static struct item *item_of(struct util_free_node *n)
 {
 	return n ? container_of(n, struct item, node) : NULL;
 }
 
-static void fill(struct fab_freelist *fl, struct item *items, int n)
+static void fill(struct util_freelist *fl, struct item *items, int n)
 {
-	fab_freelist_init(fl);
+	util_freelist_init(fl);
 	for (int i = 0; i < n; i++) {
 		items[i].id = i;
 		atomic_init(&items[i].taken, 0);
-		fab_freelist_push(fl, &items[i].node);
+		util_freelist_push(fl, &items[i].node);
 	}
 }
 
 static int test_empty(void)
 {
-	struct fab_freelist fl;
-	fab_freelist_init(&fl);
+	struct util_freelist fl;
+	util_freelist_init(&fl);
 	CHECK_EQ(fl.available, 0);
-	CHECK(fab_freelist_pop(&fl) == NULL);
-	CHECK(fab_freelist_pop(&fl) == NULL);
+	CHECK(util_freelist_pop(&fl) == NULL);
+	CHECK(util_freelist_pop(&fl) == NULL);
 	CHECK_EQ(fl.available, 0); /* a failed pop does not go negative */
-	fab_freelist_destroy(&fl);
+	util_freelist_destroy(&fl);
 	return 0;
 }
 
 static int test_exhaust(void)
 {
-	struct fab_freelist fl;
+	struct util_freelist fl;
 	struct item items[N];
 	fill(&fl, items, N);
 	CHECK_EQ(fl.available, N);
 	int seen[N] = { 0 };
 	for (int i = 0; i < N; i++) {
-		struct item *it = item_of(fab_freelist_pop(&fl));
+		struct item *it = item_of(util_freelist_pop(&fl));
 		CHECK(it != NULL);
 		if (!it)
 			return 1;
@@ -65,40 +65,40 @@ static int test_exhaust(void)
 	}
 	for (int i = 0; i < N; i++)
 		CHECK_EQ(seen[i], 1);
-	CHECK(fab_freelist_pop(&fl) == NULL); /* the N+1th */
+	CHECK(util_freelist_pop(&fl) == NULL); /* the N+1th */
 	CHECK_EQ(fl.available, 0);
 	/* push back one: exactly that one comes out, then empty again */
-	fab_freelist_push(&fl, &items[5].node);
+	util_freelist_push(&fl, &items[5].node);
 	CHECK_EQ(fl.available, 1);
-	CHECK(item_of(fab_freelist_pop(&fl)) == &items[5]);
-	CHECK(fab_freelist_pop(&fl) == NULL);
-	fab_freelist_destroy(&fl);
+	CHECK(item_of(util_freelist_pop(&fl)) == &items[5]);
+	CHECK(util_freelist_pop(&fl) == NULL);
+	util_freelist_destroy(&fl);
 	return 0;
 }
 
 static int test_lifo(void)
 {
-	struct fab_freelist fl;
+	struct util_freelist fl;
 	struct item items[N];
 	fill(&fl, items, N);
 	/* pushed 0..N-1: popped N-1..0 */
 	for (int i = N - 1; i >= 0; i--)
-		CHECK_EQ(item_of(fab_freelist_pop(&fl))->id, i);
+		CHECK_EQ(item_of(util_freelist_pop(&fl))->id, i);
 	/* last pushed is first popped, interleaved */
-	fab_freelist_push(&fl, &items[3].node);
-	fab_freelist_push(&fl, &items[9].node);
-	CHECK_EQ(item_of(fab_freelist_pop(&fl))->id, 9);
-	fab_freelist_push(&fl, &items[1].node);
+	util_freelist_push(&fl, &items[3].node);
+	util_freelist_push(&fl, &items[9].node);
+	CHECK_EQ(item_of(util_freelist_pop(&fl))->id, 9);
+	util_freelist_push(&fl, &items[1].node);
 	CHECK_EQ(fl.available, 2);
-	CHECK_EQ(item_of(fab_freelist_pop(&fl))->id, 1);
-	CHECK_EQ(item_of(fab_freelist_pop(&fl))->id, 3);
-	CHECK(fab_freelist_pop(&fl) == NULL);
-	fab_freelist_destroy(&fl);
+	CHECK_EQ(item_of(util_freelist_pop(&fl))->id, 1);
+	CHECK_EQ(item_of(util_freelist_pop(&fl))->id, 3);
+	CHECK(util_freelist_pop(&fl) == NULL);
+	util_freelist_destroy(&fl);
 	return 0;
 }
 
 struct worker {
-	struct fab_freelist *fl;
+	struct util_freelist *fl;
 	int iterations;
 	unsigned seed;
 	int double_handouts;
@@ -108,13 +108,13 @@ struct worker {
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	struct fab_free_node *held[N];
+	struct util_free_node *held[N];
 	for (int it = 0; it < w->iterations; it++) {
 		/* take a few, then give them back, in varying amounts */
 		int want = 1 + (int)(rand_r(&w->seed) % 6);
 		int got = 0;
 		for (int k = 0; k < want; k++) {
-			struct fab_free_node *n = fab_freelist_pop(w->fl);
+			struct util_free_node *n = util_freelist_pop(w->fl);
 			if (!n) {
 				w->empties++;
 				break;
@@ -125,9 +125,9 @@ static void *worker_main(void *arg)
 			w->pops++;
 		}
 		while (got > 0) {
-			struct fab_free_node *n = held[--got];
+			struct util_free_node *n = held[--got];
 			atomic_store(&item_of(n)->taken, 0);
-			fab_freelist_push(w->fl, n);
+			util_freelist_push(w->fl, n);
 		}
 	}
 	return NULL;
@@ -136,7 +136,7 @@ static void *worker_main(void *arg)
 static int test_concurrent(void)
 {
 	enum { THREADS = 4 };
-	struct fab_freelist fl;
+	struct util_freelist fl;
 	struct item items[N];
 	fill(&fl, items, N);
 	pthread_t th[THREADS];
@@ -160,15 +160,15 @@ static int test_concurrent(void)
 	/* and every item is in the pool exactly once */
 	int seen[N] = { 0 };
 	for (int i = 0; i < N; i++) {
-		struct item *it = item_of(fab_freelist_pop(&fl));
+		struct item *it = item_of(util_freelist_pop(&fl));
 		CHECK(it != NULL);
 		if (it)
 			seen[it->id]++;
 	}
-	CHECK(fab_freelist_pop(&fl) == NULL);
+	CHECK(util_freelist_pop(&fl) == NULL);
 	for (int i = 0; i < N; i++)
 		CHECK_EQ(seen[i], 1);
-	fab_freelist_destroy(&fl);
+	util_freelist_destroy(&fl);
 	return 0;
 }
 

@@ -33,13 +33,13 @@ struct seen {
 	unsigned char got[MSGS];
 };
 
-static struct fab_domain *dom;
-static struct fab_ep *ep;
+static struct ofi_domain *dom;
+static struct ofi_ep *ep;
 static fi_addr_t self;
 static struct seen seen_a, seen_b;
 static int sends_done;
 
-static void handler(struct fab_ep *e, void *arg, const void *buf, size_t len, uint64_t tag)
+static void handler(struct ofi_ep *e, void *arg, const void *buf, size_t len, uint64_t tag)
 {
 	struct seen *s = arg;
 	struct msg m;
@@ -58,7 +58,7 @@ static void handler(struct fab_ep *e, void *arg, const void *buf, size_t len, ui
 	s->n++;
 }
 
-static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
 	(void)op;
@@ -68,19 +68,19 @@ static void send_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 }
 
 /* Posts buf to ourselves and progresses until the provider took it. */
-static int post(struct fab_op *op, const void *buf, size_t len)
+static int post(struct ofi_op *op, const void *buf, size_t len)
 {
 	memset(op, 0, sizeof(*op));
 	op->complete = send_done;
 	op->ep = ep;
 	double end = unit_now_s() + 10;
 	for (;;) {
-		ssize_t rc = fab_ep_send(ep, buf, len, NULL, self, &op->ctx);
+		ssize_t rc = ofi_ep_send(ep, buf, len, NULL, self, &op->ctx);
 		if (rc == 0)
 			return 0;
 		if (rc != -FI_EAGAIN || unit_now_s() > end)
 			return (int)rc;
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 	}
 }
 
@@ -88,13 +88,13 @@ static void progress_until(int *counter, int want)
 {
 	double end = unit_now_s() + 10;
 	while (*counter < want && unit_now_s() < end)
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 }
 
 static int test_routes(void)
 {
 	static struct msg out[MSGS];
-	static struct fab_op ops[MSGS];
+	static struct ofi_op ops[MSGS];
 	unsigned dropped0 = atomic_load(&ep->dropped);
 	for (int i = 0; i < MSGS; i++) {
 		uint32_t id = 100 + (uint32_t)i;
@@ -105,13 +105,13 @@ static int test_routes(void)
 		out[i].fill[0] = (char)i;
 		out[i].fill[39] = (char)~i;
 		CHECK_EQ(post(&ops[i], &out[i], sizeof(out[i])), 0);
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 	}
 	progress_until(&sends_done, MSGS);
 	CHECK_EQ(sends_done, MSGS);
 	double end = unit_now_s() + 10;
 	while (seen_a.n + seen_b.n < MSGS && unit_now_s() < end)
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 	/* 24 messages through 6 buffers: each reached its own pool's handler,
 	 * whole, once */
 	CHECK_EQ(seen_a.n, MSGS / 2);
@@ -127,7 +127,7 @@ static int test_unknown_and_short(void)
 {
 	static struct msg stray;
 	static uint32_t tiny = 0xdeadbeef;
-	static struct fab_op ops[2];
+	static struct ofi_op ops[2];
 	memset(&stray, 0, sizeof(stray));
 	stray.route = ROUTE_NONE | 7;
 	unsigned dropped0 = atomic_load(&ep->dropped);
@@ -137,12 +137,12 @@ static int test_unknown_and_short(void)
 	progress_until(&sends_done, sent0 + 2);
 	double end = unit_now_s() + 10;
 	while (atomic_load(&ep->dropped) < dropped0 + 2 && unit_now_s() < end)
-		(void)fab_ep_progress(ep);
+		(void)ofi_ep_progress(ep);
 	CHECK_EQ(atomic_load(&ep->dropped), dropped0 + 2);
 	CHECK_EQ(seen_a.n + seen_b.n, before); /* no handler saw them */
 	/* the pools still take messages afterwards */
 	static struct msg again;
-	static struct fab_op op;
+	static struct ofi_op op;
 	memset(&again, 0, sizeof(again));
 	again.route = ROUTE_A | 5;
 	again.seq = 3;
@@ -166,29 +166,29 @@ static const struct unit_test tests[] = {
 int main(int argc, char **argv)
 {
 	void *ctx = NULL;
-	if (fab_net_init(&ctx, 0, 0, NULL) != 0 || fab_plugin_get()->ndevs < 1) {
+	if (net_init(&ctx, 0, 0, NULL) != 0 || core_plugin_get()->ndevs < 1) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;
 	}
-	struct fab_domain_attr attr = {
-		.info = fab_plugin_get()->devs[0].info,
+	struct ofi_domain_attr attr = {
+		.info = core_plugin_get()->devs[0].info,
 		.nep = 1,
 		.cq_batch = 16,
 		.name = "route-test",
 	};
-	if (fab_domain_open(&attr, &dom))
+	if (ofi_domain_open(&attr, &dom))
 		return 1;
 	ep = dom->eps[0];
-	if (fab_ep_resolve(ep, ep->name, ep->namelen, &self))
+	if (ofi_ep_resolve(ep, ep->name, ep->namelen, &self))
 		return 1;
-	if (fab_ep_rx_pool_start(ep, ROUTE_A, 0xffffffffULL, PER_POOL, sizeof(struct msg), handler,
+	if (ofi_ep_rx_pool_start(ep, ROUTE_A, 0xffffffffULL, PER_POOL, sizeof(struct msg), handler,
 				 &seen_a) ||
-	    fab_ep_rx_pool_start(ep, ROUTE_B, 0xffffffffULL, PER_POOL, sizeof(struct msg), handler,
+	    ofi_ep_rx_pool_start(ep, ROUTE_B, 0xffffffffULL, PER_POOL, sizeof(struct msg), handler,
 				 &seen_b))
 		return 1;
 	int ret = unit_main(tests, argc, argv);
-	fab_domain_close(dom);
-	fab_net_finalize(ctx);
+	ofi_domain_close(dom);
+	net_finalize(ctx);
 	return ret;
 }

@@ -25,12 +25,12 @@ static void good_handle(struct proto_handle *h)
  * past the checksum to the field's own rule. */
 static void reseal_handle(struct proto_handle *h)
 {
-	h->checksum = fab_fnv1a64(h, offsetof(struct proto_handle, checksum), 0);
+	h->checksum = util_fnv1a64(h, offsetof(struct proto_handle, checksum), 0);
 }
 
 static void reseal_msg(struct proto_msg *m)
 {
-	m->checksum = fab_fnv1a64(m, offsetof(struct proto_msg, checksum), 0);
+	m->checksum = util_fnv1a64(m, offsetof(struct proto_msg, checksum), 0);
 }
 
 static int check_handle(const void *buf, char *why, size_t len)
@@ -44,11 +44,11 @@ static int check_handle(const void *buf, char *why, size_t len)
 static int test_fnv_vectors(void)
 {
 	/* published FNV-1a 64 test vectors: the checksum is stable across builds */
-	CHECK(fab_fnv1a64("", 0, 0) == 0xcbf29ce484222325ULL);
-	CHECK(fab_fnv1a64("a", 1, 0) == 0xaf63dc4c8601ec8cULL);
-	CHECK(fab_fnv1a64("foobar", 6, 0) == 0x85944171f73967e8ULL);
+	CHECK(util_fnv1a64("", 0, 0) == 0xcbf29ce484222325ULL);
+	CHECK(util_fnv1a64("a", 1, 0) == 0xaf63dc4c8601ec8cULL);
+	CHECK(util_fnv1a64("foobar", 6, 0) == 0x85944171f73967e8ULL);
 	/* chaining: hashing in two pieces equals hashing at once */
-	CHECK(fab_fnv1a64("bar", 3, fab_fnv1a64("foo", 3, 0)) == 0x85944171f73967e8ULL);
+	CHECK(util_fnv1a64("bar", 3, util_fnv1a64("foo", 3, 0)) == 0x85944171f73967e8ULL);
 	return 0;
 }
 
@@ -98,11 +98,11 @@ static int test_handle_roundtrip(void)
 	CHECK_EQ(back.addr_len, 16);
 	CHECK(!memcmp(back.addr, addr16, 16));
 	CHECK_EQ(back.reserved, 0);
-	for (size_t i = 16; i < FAB_ADDR_MAX; i++)
+	for (size_t i = 16; i < OFI_ADDR_MAX; i++)
 		CHECK_EQ(back.addr[i], 0); /* no stack garbage leaks to the peer */
 
 	/* the longest address fits */
-	uint8_t big[FAB_ADDR_MAX];
+	uint8_t big[OFI_ADDR_MAX];
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (uint8_t)(i * 7 + 1);
 	proto_handle_encode(&h, 1, 48, TCP_HASH(), 1, big, sizeof(big));
@@ -165,7 +165,7 @@ static int test_handle_fields(void)
 	CHECK_STR_CONTAINS(why, "address length 0");
 
 	good_handle(&h);
-	h.addr_len = FAB_ADDR_MAX + 1;
+	h.addr_len = OFI_ADDR_MAX + 1;
 	reseal_handle(&h);
 	CHECK_EQ(check_handle(&h, why, sizeof(why)), -1);
 	CHECK_STR_CONTAINS(why, "address length 89");
@@ -273,7 +273,7 @@ static int test_msg_roundtrip(void)
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.nrails = PROTO_MAX_RAILS;
 	for (int r = 0; r < PROTO_MAX_RAILS; r++)
-		m.alen[r] = FAB_ADDR_MAX;
+		m.alen[r] = OFI_ADDR_MAX;
 	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), 0);
 	return 0;
@@ -308,7 +308,7 @@ static int test_msg_bad(void)
 	CHECK_STR_CONTAINS(why, "address length 0 of rail 1");
 
 	good_msg(&m, PROTO_MSG_ACCEPT);
-	m.alen[0] = FAB_ADDR_MAX + 1;
+	m.alen[0] = OFI_ADDR_MAX + 1;
 	proto_msg_seal(&m, 0x8000000000000001ULL);
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
 	CHECK_STR_CONTAINS(why, "address length 89");

@@ -3,8 +3,8 @@
  *   static const struct unit_test tests[] = { TEST_ENTRY(fn, "what"), ... };
  * and calls unit_main(). Prints one line per test and "N passed, N failed".
  */
-#ifndef FAB_UNIT_H
-#define FAB_UNIT_H
+#ifndef UNIT_H
+#define UNIT_H
 
 #include <stdio.h>
 #include <string.h>

@@ -10,9 +10,9 @@ int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, dou
 {
 	double end = unit_now_s() + timeout_s;
 	while ((!*sc || !*rc) && unit_now_s() < end) {
-		if (!*sc && fab_net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
+		if (!*sc && net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
 			return 1;
-		if (!*rc && fab_net_accept(lcomm, rc) != 0)
+		if (!*rc && net_accept(lcomm, rc) != 0)
 			return 1;
 	}
 	return *sc && *rc ? 0 : 1;
@@ -21,12 +21,12 @@ int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, dou
 int unit_pair_open(struct unit_pair *p)
 {
 	*p = (struct unit_pair){ 0 };
-	if (fab_net_init(&p->ctx, 0, 0, NULL) != 0) {
+	if (net_init(&p->ctx, 0, 0, NULL) != 0) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;
 	}
-	if (fab_net_listen(p->ctx, 0, p->handle, &p->lcomm) != 0)
+	if (net_listen(p->ctx, 0, p->handle, &p->lcomm) != 0)
 		return 1;
 	return unit_pair_connect(p->lcomm, p->handle, &p->sc, &p->rc, 30);
 }
@@ -51,10 +51,10 @@ int unit_pair_run(const struct unit_test *tests, int n, int argc, char **argv, v
 void unit_pair_close(struct unit_pair *p)
 {
 	if (p->sc)
-		fab_net_close_send(p->sc);
+		net_close_send(p->sc);
 	if (p->rc)
-		fab_net_close_recv(p->rc);
+		net_close_recv(p->rc);
 	if (p->lcomm)
-		fab_net_close_listen(p->lcomm);
-	fab_net_finalize(p->ctx);
+		net_close_listen(p->lcomm);
+	net_finalize(p->ctx);
 }

@@ -5,10 +5,10 @@
  * calling connect and accept in turn on one thread as NCCL's service thread
  * would.
  */
-#ifndef FAB_UNIT_PAIR_H
-#define FAB_UNIT_PAIR_H
+#ifndef UNIT_PAIR_H
+#define UNIT_PAIR_H
 
-#include "abi/nccl_net_abi.h"
+#include "nccl/nccl_net.h"
 #include "unit.h"
 
 struct unit_pair {

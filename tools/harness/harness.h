@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "nccl_net_abi.h"
+#include "nccl_net.h"
 #include "nccl_fabric_tools.h"
 
 #define FH_OK 0

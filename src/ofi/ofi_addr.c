@@ -1,5 +1,5 @@
 /*
- * fab_addr.c - checks a peer address from the wire before libfabric sees it.
+ * ofi_addr.c - checks a peer address from the wire before libfabric sees it.
  * Pure: no libfabric call. A handle or a CONNECT from another process carries
  * bytes that fi_av_insert would parse as an address of the domain's format;
  * a sockaddr with the wrong family or length, or an unterminated string,
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 
-const char *fab_addr_format_name(uint32_t f)
+const char *ofi_addr_format_name(uint32_t f)
 {
 	switch (f) {
 	case FI_SOCKADDR: return "FI_SOCKADDR";
@@ -47,11 +47,11 @@ static int sockaddr_check(const void *addr, size_t len, int want_family, char *w
 	return 0;
 }
 
-int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len)
+int ofi_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len)
 {
 	why[0] = '\0';
-	if (!addr || len == 0 || len > FAB_ADDR_MAX) {
-		snprintf(why, why_len, "address of %zu bytes (1..%d allowed)", len, FAB_ADDR_MAX);
+	if (!addr || len == 0 || len > OFI_ADDR_MAX) {
+		snprintf(why, why_len, "address of %zu bytes (1..%d allowed)", len, OFI_ADDR_MAX);
 		return -FI_EINVAL;
 	}
 	switch (addr_format) {

@@ -1,5 +1,5 @@
 /*
- * fab_ep.c - an endpoint with its own CQ and AV, shared by every connection of
+ * ofi_ep.c - an endpoint with its own CQ and AV, shared by every connection of
  * a device, and the progress loop that reads its completions.
  */
 #include <sched.h>
@@ -11,40 +11,40 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_tagged.h>
 
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "log/log.h"
 #include "util/util.h"
 
 /* A pool is a list of slabs: it starts with one and grows (never shrinks)
  * when the objects it serves grow, so control messages always find a posted
  * receive. Slabs are linked and read under the endpoint's CQ lock. */
-struct fab_rx_slab {
-	struct fab_rx_slab *next;
-	struct fab_rx_pool *pool;
+struct ofi_rx_slab {
+	struct ofi_rx_slab *next;
+	struct ofi_rx_pool *pool;
 	int count;
 	char *mem;
-	struct fab_mr *mr;      /* FI_MR_LOCAL */
-	struct fab_op *ops;
+	struct ofi_mr *mr;      /* FI_MR_LOCAL */
+	struct ofi_op *ops;
 	atomic_int *need;       /* 1: waiting for a re-post */
 };
 
-struct fab_rx_pool {
-	struct fab_ep *ep;
+struct ofi_rx_pool {
+	struct ofi_ep *ep;
 	uint64_t tag, ignore;
 	size_t size;
-	fab_rx_handler_fn fn;
+	ofi_rx_handler_fn fn;
 	void *arg;
-	struct fab_rx_slab *slabs;
+	struct ofi_rx_slab *slabs;
 	int total;              /* receives in all slabs */
 	atomic_int retry;       /* buffers waiting for a re-post */
 };
 
-static void threads_forget(struct fab_ep *ep);
-static void thread_stop(struct fab_ep *ep);
+static void threads_forget(struct ofi_ep *ep);
+static void thread_stop(struct ofi_ep *ep);
 
-int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
+int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 {
-	struct fab_ep *ep = calloc(1, sizeof(*ep));
+	struct ofi_ep *ep = calloc(1, sizeof(*ep));
 	int rc;
 	if (!ep)
 		return -FI_ENOMEM;
@@ -68,8 +68,8 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	if (dom->split && index > 0) {
 		rc = fi_domain(dom->fabric, dom->info, &ep->own_domain, NULL);
 		if (rc) {
-			FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain for rail %d failed: %s",
-				 dom->name, index, fab_strerror(rc));
+			LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain for rail %d failed: %s",
+				 dom->name, index, ofi_strerror(rc));
 			goto fail;
 		}
 		fd = ep->own_domain;
@@ -81,29 +81,29 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	};
 	rc = fi_cq_open(fd, &cq_attr, &ep->cq, NULL);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_cq_open failed: %s", dom->name,
-			 fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_cq_open failed: %s", dom->name,
+			 ofi_strerror(rc));
 		goto fail;
 	}
 	struct fi_av_attr av_attr = { .type = dom->info->domain_attr->av_type };
 	rc = fi_av_open(fd, &av_attr, &ep->av, NULL);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_av_open failed: %s", dom->name,
-			 fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_av_open failed: %s", dom->name,
+			 ofi_strerror(rc));
 		goto fail;
 	}
 	rc = fi_endpoint(fd, dom->info, &ep->ep, NULL);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_endpoint failed: %s", dom->name,
-			 fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_endpoint failed: %s", dom->name,
+			 ofi_strerror(rc));
 		goto fail;
 	}
 	rc = fi_ep_bind(ep->ep, &ep->av->fid, 0);
 	if (!rc)
 		rc = fi_ep_bind(ep->ep, &ep->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_ep_bind failed: %s", dom->name,
-			 fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_ep_bind failed: %s", dom->name,
+			 ofi_strerror(rc));
 		goto fail;
 	}
 
@@ -111,47 +111,47 @@ int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out)
 	 * fi_enable, whatever the libfabric version. A provider that does not know
 	 * the option answers -FI_ENOPROTOOPT. */
 	bool permitted = false;
-	ep->cuda_api_rc = fi_setopt(&ep->ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED,
+	ep->cuda_api_rc = fi_setopt(&ep->ep->fid, FI_OPT_ENDPOINT, POLICY_OPT_CUDA_API_PERMITTED,
 				    &permitted, sizeof(permitted));
-	FAB_TRACE(NCCL_NET, "device %s endpoint %d: FI_OPT_CUDA_API_PERMITTED=false answered %d (%s)",
-		  dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc, fi_version()));
+	LOG_TRACE(NCCL_NET, "device %s endpoint %d: FI_OPT_CUDA_API_PERMITTED=false answered %d (%s)",
+		  dom->name, index, ep->cuda_api_rc, policy_cuda_answer(ep->cuda_api_rc, fi_version()));
 	if (dom->hmem && ep->cuda_api_rc != dom->expected_cuda_rc) {
 		/* GPU buffers were promised to NCCL on the strength of the probe's
 		 * answer; an endpoint that answers otherwise cannot keep that promise. */
-		FAB_WARN(NCCL_INIT | NCCL_NET,
+		LOG_WARN(NCCL_INIT | NCCL_NET,
 			 "device %s endpoint %d answered FI_OPT_CUDA_API_PERMITTED with %d (%s), but "
 			 "the probe endpoint answered %d (%s) and GPU memory was advertised to NCCL "
 			 "on that basis. Refusing the endpoint; run with NCCL_FABRIC_HMEM=off to use "
 			 "host memory only",
-			 dom->name, index, ep->cuda_api_rc, fab_policy_cuda_answer(ep->cuda_api_rc, fi_version()),
-			 dom->expected_cuda_rc, fab_policy_cuda_answer(dom->expected_cuda_rc, fi_version()));
+			 dom->name, index, ep->cuda_api_rc, policy_cuda_answer(ep->cuda_api_rc, fi_version()),
+			 dom->expected_cuda_rc, policy_cuda_answer(dom->expected_cuda_rc, fi_version()));
 		rc = -FI_EOPNOTSUPP;
 		goto fail;
 	}
 
 	rc = fi_enable(ep->ep);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_enable failed: %s", dom->name,
-			 fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_enable failed: %s", dom->name,
+			 ofi_strerror(rc));
 		goto fail;
 	}
 	ep->namelen = sizeof(ep->name);
 	rc = fi_getname(&ep->ep->fid, ep->name, &ep->namelen);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET,
+		LOG_WARN(NCCL_INIT | NCCL_NET,
 			 "device %s: fi_getname failed: %s (addresses longer than %d bytes do not "
 			 "fit a connection handle)",
-			 dom->name, fab_strerror(rc), FAB_ADDR_MAX);
+			 dom->name, ofi_strerror(rc), OFI_ADDR_MAX);
 		goto fail;
 	}
 	*out = ep;
 	return 0;
 fail:
-	fab_ep_close(ep);
+	ofi_ep_close(ep);
 	return rc;
 }
 
-void fab_ep_close(struct fab_ep *ep)
+void ofi_ep_close(struct ofi_ep *ep)
 {
 	if (!ep)
 		return;
@@ -163,10 +163,10 @@ void fab_ep_close(struct fab_ep *ep)
 	if (ep->ep)
 		fi_close(&ep->ep->fid);
 	for (int k = 0; k < ep->npools; k++) {
-		struct fab_rx_slab *sl = ep->pools[k]->slabs;
+		struct ofi_rx_slab *sl = ep->pools[k]->slabs;
 		while (sl) {
-			struct fab_rx_slab *next = sl->next;
-			fab_mr_put(sl->mr);
+			struct ofi_rx_slab *next = sl->next;
+			ofi_mr_put(sl->mr);
 			free(sl->mem);
 			free(sl->ops);
 			free(sl->need);
@@ -189,23 +189,23 @@ void fab_ep_close(struct fab_ep *ep)
 	free(ep);
 }
 
-static void pool_repost_waiting(struct fab_rx_pool *p);
+static void pool_repost_waiting(struct ofi_rx_pool *p);
 
-void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z)
+void ofi_domain_add_zombie(struct ofi_domain *dom, struct ofi_zombie *z)
 {
 	pthread_mutex_lock(&dom->zombie_lock);
 	dlist_insert_tail(&dom->zombies, &z->link);
 	pthread_mutex_unlock(&dom->zombie_lock);
 }
 
-static void reap_zombies(struct fab_domain *dom)
+static void reap_zombies(struct ofi_domain *dom)
 {
 	struct dlist *it, *tmp;
 	struct dlist done;
 	dlist_init(&done);
 	pthread_mutex_lock(&dom->zombie_lock);
 	dlist_foreach_safe(&dom->zombies, it, tmp) {
-		struct fab_zombie *z = container_of(it, struct fab_zombie, link);
+		struct ofi_zombie *z = container_of(it, struct ofi_zombie, link);
 		if (atomic_load(z->pending) == 0) {
 			dlist_remove(&z->link);
 			dlist_insert_tail(&done, &z->link);
@@ -213,10 +213,10 @@ static void reap_zombies(struct fab_domain *dom)
 	}
 	pthread_mutex_unlock(&dom->zombie_lock);
 	while ((it = dlist_pop_head(&done)))
-		container_of(it, struct fab_zombie, link)->release(container_of(it, struct fab_zombie, link));
+		container_of(it, struct ofi_zombie, link)->release(container_of(it, struct ofi_zombie, link));
 }
 
-int fab_ep_progress(struct fab_ep *ep)
+int ofi_ep_progress(struct ofi_ep *ep)
 {
 	struct fi_cq_tagged_entry entries[256];
 	int batch = ep->dom->cq_batch;
@@ -224,12 +224,12 @@ int fab_ep_progress(struct fab_ep *ep)
 
 	if (pthread_mutex_trylock(&ep->cq_lock))
 		return 0; /* another thread is reading this CQ; its completions serve us too */
-	atomic_store_explicit(&ep->last_read_ns, fab_coarse_ns(), memory_order_relaxed);
+	atomic_store_explicit(&ep->last_read_ns, util_coarse_ns(), memory_order_relaxed);
 	for (;;) {
 		ssize_t n = fi_cq_read(ep->cq, entries, (size_t)batch);
 		if (n > 0) {
 			for (ssize_t i = 0; i < n; i++) {
-				struct fab_op *op = entries[i].op_context;
+				struct ofi_op *op = entries[i].op_context;
 				uint64_t fl = entries[i].flags;
 				/* a peer's RMA write with CQ data has no context of ours
 				 * (shm of 2.x flags it FI_RMA|FI_REMOTE_CQ_DATA only) */
@@ -240,7 +240,7 @@ int fab_ep_progress(struct fab_ep *ep)
 				}
 				if (!op) {
 					atomic_fetch_add(&ep->dropped, 1);
-					FAB_WARN_LIMITED(NCCL_NET, "device %s: a completion without context "
+					LOG_WARN_LIMITED(NCCL_NET, "device %s: a completion without context "
 							 "(flags 0x%llx) was ignored", ep->dom->name,
 							 (unsigned long long)fl);
 					continue;
@@ -268,30 +268,30 @@ int fab_ep_progress(struct fab_ep *ep)
 			if (r == 1 || r == sizeof(err)) {
 				/* The one place a provider's error sign is normalised:
 				 * shm of 1.17 reports -FI_ETRUNC, 2.x +FI_ETRUNC. */
-				err.err = fab_cq_err_code(&err);
+				err.err = ofi_cq_err_code(&err);
 				atomic_fetch_add(&ep->cq_errors, 1);
-				struct fab_op *op = err.op_context;
+				struct ofi_op *op = err.op_context;
 				if (err.flags & FI_REMOTE_WRITE)
-					FAB_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write into this "
+					LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write into this "
 							 "process failed: %s", ep->dom->name,
-							 fab_strerror(err.err));
+							 ofi_strerror(err.err));
 				else if (op)
 					op->complete(op, NULL, &err);
 				else
-					FAB_WARN(NCCL_NET, "device %s: completion error without context: %s",
-						 ep->dom->name, fab_strerror(err.err));
+					LOG_WARN(NCCL_NET, "device %s: completion error without context: %s",
+						 ep->dom->name, ofi_strerror(err.err));
 				total++;
 				continue;
 			}
 			if (r == -FI_EAGAIN)
 				break;
-			FAB_WARN(NCCL_NET, "device %s: fi_cq_readerr failed: %s", ep->dom->name,
-				 fab_strerror((int)r));
+			LOG_WARN(NCCL_NET, "device %s: fi_cq_readerr failed: %s", ep->dom->name,
+				 ofi_strerror((int)r));
 			pthread_mutex_unlock(&ep->cq_lock);
 			return (int)r;
 		}
-		FAB_WARN(NCCL_NET, "device %s: fi_cq_read failed: %s", ep->dom->name,
-			 fab_strerror((int)n));
+		LOG_WARN(NCCL_NET, "device %s: fi_cq_read failed: %s", ep->dom->name,
+			 ofi_strerror((int)n));
 		pthread_mutex_unlock(&ep->cq_lock);
 		return (int)n;
 	}
@@ -306,16 +306,16 @@ int fab_ep_progress(struct fab_ep *ep)
 	return total;
 }
 
-int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out)
+int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out)
 {
 	char why[128];
 	uint32_t fmt = ep->dom->info->addr_format;
-	if (fab_addr_check(fmt, addr, len, why, sizeof(why))) {
+	if (ofi_addr_check(fmt, addr, len, why, sizeof(why))) {
 		atomic_fetch_add(&ep->dropped, 1);
-		FAB_WARN_LIMITED(NCCL_NET, "device %s: a peer address (%s) was refused before fi_av_insert: %s. "
+		LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer address (%s) was refused before fi_av_insert: %s. "
 			 "The handle or message came from another provider, another version of the "
 			 "plugin, or was damaged",
-			 ep->dom->name, fab_addr_format_name(fmt), why);
+			 ep->dom->name, ofi_addr_format_name(fmt), why);
 		return -FI_EINVAL;
 	}
 	pthread_mutex_lock(&ep->lock);
@@ -340,11 +340,11 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	int rc = fi_av_insert(ep->av, addr, 1, &fa, 0, NULL);
 	if (rc != 1) {
 		pthread_mutex_unlock(&ep->lock);
-		FAB_WARN(NCCL_NET, "device %s: fi_av_insert of a peer address failed: %s",
-			 ep->dom->name, rc < 0 ? fab_strerror(rc) : "address rejected");
+		LOG_WARN(NCCL_NET, "device %s: fi_av_insert of a peer address failed: %s",
+			 ep->dom->name, rc < 0 ? ofi_strerror(rc) : "address rejected");
 		return rc < 0 ? rc : -FI_EINVAL;
 	}
-	struct fab_peer_addr *pa = &ep->addrs[ep->naddrs++];
+	struct ofi_peer_addr *pa = &ep->addrs[ep->naddrs++];
 	pa->len = len;
 	memcpy(pa->bytes, addr, len);
 	pa->fi_addr = fa;
@@ -355,7 +355,7 @@ int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *o
 }
 
 /* The address cache's entry of an inserted peer, or NULL; caller holds ep->lock. */
-static struct fab_peer_addr *peer_entry_locked(struct fab_ep *ep, fi_addr_t peer)
+static struct ofi_peer_addr *peer_entry_locked(struct ofi_ep *ep, fi_addr_t peer)
 {
 	for (int i = 0; i < ep->naddrs; i++)
 		if (ep->addrs[i].fi_addr == peer)
@@ -363,19 +363,19 @@ static struct fab_peer_addr *peer_entry_locked(struct fab_ep *ep, fi_addr_t peer
 	return NULL;
 }
 
-void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent)
+void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent)
 {
 	pthread_mutex_lock(&ep->lock);
-	struct fab_peer_addr *pa = peer_entry_locked(ep, peer);
+	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
 	if (pa)
 		pa->silent = silent;
 	pthread_mutex_unlock(&ep->lock);
 }
 
-bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer)
+bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer)
 {
 	pthread_mutex_lock(&ep->lock);
-	struct fab_peer_addr *pa = peer_entry_locked(ep, peer);
+	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
 	bool silent = pa && pa->silent;
 	pthread_mutex_unlock(&ep->lock);
 	return silent;
@@ -389,34 +389,34 @@ bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer)
  * (with 200 of them posted, shm's matching cost 2 us per message). Any
  * control message may land in any pool's buffer; its route picks the pool
  * whose handler takes it (pool_done). */
-static int pool_post(struct fab_rx_slab *sl, int i)
+static int pool_post(struct ofi_rx_slab *sl, int i)
 {
-	struct fab_rx_pool *p = sl->pool;
-	return (int)fab_ep_recv(p->ep, sl->mem + (size_t)i * p->size, p->size,
+	struct ofi_rx_pool *p = sl->pool;
+	return (int)ofi_ep_recv(p->ep, sl->mem + (size_t)i * p->size, p->size,
 				sl->mr ? sl->mr->desc : NULL, &sl->ops[i].ctx);
 }
 
 /* The pool whose (tag, ignore) the message's route matches, or NULL. */
-static struct fab_rx_pool *pool_route(struct fab_ep *ep, uint64_t route)
+static struct ofi_rx_pool *pool_route(struct ofi_ep *ep, uint64_t route)
 {
 	for (int k = 0; k < ep->npools; k++) {
-		struct fab_rx_pool *q = ep->pools[k];
+		struct ofi_rx_pool *q = ep->pools[k];
 		if (((route ^ q->tag) & ~q->ignore) == 0)
 			return q;
 	}
 	return NULL;
 }
 
-static void pool_mark(struct fab_rx_slab *sl, int i)
+static void pool_mark(struct ofi_rx_slab *sl, int i)
 {
 	atomic_store(&sl->need[i], 1);
 	atomic_fetch_add(&sl->pool->retry, 1);
 }
 
 /* Runs with the CQ lock held, like the callbacks: no buffer is posted twice. */
-static void pool_repost_waiting(struct fab_rx_pool *p)
+static void pool_repost_waiting(struct ofi_rx_pool *p)
 {
-	for (struct fab_rx_slab *sl = p->slabs; sl && atomic_load(&p->retry); sl = sl->next) {
+	for (struct ofi_rx_slab *sl = p->slabs; sl && atomic_load(&p->retry); sl = sl->next) {
 		for (int i = 0; i < sl->count && atomic_load(&p->retry); i++) {
 			if (!atomic_load(&sl->need[i]))
 				continue;
@@ -428,20 +428,20 @@ static void pool_repost_waiting(struct fab_rx_pool *p)
 	}
 }
 
-static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
+static void pool_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
-	struct fab_rx_slab *sl = op->owner;
-	struct fab_rx_pool *p = sl->pool;
+	struct ofi_rx_slab *sl = op->owner;
+	struct ofi_rx_pool *p = sl->pool;
 	if (err) {
 		if (err->err == FI_ECANCELED)
 			return;
-		FAB_WARN(NCCL_NET, "device %s: a control receive failed: %s", p->ep->dom->name,
-			 fab_strerror(err->err));
+		LOG_WARN(NCCL_NET, "device %s: a control receive failed: %s", p->ep->dom->name,
+			 ofi_strerror(err->err));
 	} else {
 		const char *msg = sl->mem + (size_t)op->index * p->size;
 		uint64_t route = 0;
-		struct fab_rx_pool *to = NULL;
+		struct ofi_rx_pool *to = NULL;
 		if (e->len >= sizeof(route)) {
 			memcpy(&route, msg, sizeof(route));
 			to = pool_route(p->ep, route);
@@ -450,7 +450,7 @@ static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 			to->fn(p->ep, to->arg, msg, e->len, route);
 		} else {
 			atomic_fetch_add(&p->ep->dropped, 1);
-			FAB_WARN_LIMITED(NCCL_NET, "device %s: dropped a control message of %zu bytes "
+			LOG_WARN_LIMITED(NCCL_NET, "device %s: dropped a control message of %zu bytes "
 					 "with no known route (0x%llx)", p->ep->dom->name,
 					 (size_t)e->len, (unsigned long long)route);
 		}
@@ -460,10 +460,10 @@ static void pool_done(struct fab_op *op, const struct fi_cq_tagged_entry *e,
 }
 
 /* Adds a slab of count receives and posts them. Caller holds the CQ lock. */
-static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
+static int pool_add_slab_locked(struct ofi_rx_pool *p, int count)
 {
-	struct fab_ep *ep = p->ep;
-	struct fab_rx_slab *sl = calloc(1, sizeof(*sl));
+	struct ofi_ep *ep = p->ep;
+	struct ofi_rx_slab *sl = calloc(1, sizeof(*sl));
 	if (!sl)
 		return -FI_ENOMEM;
 	sl->pool = p;
@@ -475,7 +475,7 @@ static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
 	if (!sl->mem || !sl->ops || !sl->need)
 		rc = -FI_ENOMEM;
 	else if (ep->dom->mr_mode & FI_MR_LOCAL)
-		rc = fab_mr_get(ep->dom, sl->mem, (size_t)count * p->size, FI_HMEM_SYSTEM, 0, &sl->mr);
+		rc = ofi_mr_get(ep->dom, sl->mem, (size_t)count * p->size, FI_HMEM_SYSTEM, 0, &sl->mr);
 	if (rc) {
 		free(sl->mem);
 		free(sl->ops);
@@ -483,7 +483,7 @@ static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
 		free(sl);
 		return rc;
 	}
-	/* linked before posting: fab_ep_close frees it from here on */
+	/* linked before posting: ofi_ep_close frees it from here on */
 	sl->next = p->slabs;
 	p->slabs = sl;
 	p->total += count;
@@ -495,8 +495,8 @@ static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
 		if (rc == -FI_EAGAIN) {
 			pool_mark(sl, i);
 		} else if (rc) {
-			FAB_WARN(NCCL_NET, "device %s: posting control receives failed: %s",
-				 ep->dom->name, fab_strerror(rc));
+			LOG_WARN(NCCL_NET, "device %s: posting control receives failed: %s",
+				 ep->dom->name, ofi_strerror(rc));
 			for (int j = i; j < count; j++)
 				pool_mark(sl, j); /* retried at the next progress */
 			return rc;
@@ -505,45 +505,45 @@ static int pool_add_slab_locked(struct fab_rx_pool *p, int count)
 	return 0;
 }
 
-int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
-			 size_t size, fab_rx_handler_fn fn, void *arg)
+int ofi_ep_rx_pool_start(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, int count,
+			 size_t size, ofi_rx_handler_fn fn, void *arg)
 {
-	if (ep->npools == FAB_EP_MAX_POOLS)
+	if (ep->npools == OFI_EP_MAX_POOLS)
 		return -FI_ENOSPC;
-	struct fab_rx_pool *p = calloc(1, sizeof(*p));
+	struct ofi_rx_pool *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -FI_ENOMEM;
 	p->ep = ep;
 	p->tag = tag;
 	p->ignore = ignore;
-	p->size = FAB_ALIGN_UP(size, 64);
+	p->size = UTIL_ALIGN_UP(size, 64);
 	p->fn = fn;
 	p->arg = arg;
 	pthread_mutex_lock(&ep->cq_lock);
-	ep->pools[ep->npools++] = p; /* fab_ep_close frees it from here on */
+	ep->pools[ep->npools++] = p; /* ofi_ep_close frees it from here on */
 	int rc = pool_add_slab_locked(p, count);
 	pthread_mutex_unlock(&ep->cq_lock);
 	return rc;
 }
 
-int fab_ep_rx_pool_reserve(struct fab_ep *ep, int index, int total)
+int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total)
 {
 	if (index < 0 || index >= ep->npools)
 		return -FI_EINVAL;
-	struct fab_rx_pool *p = ep->pools[index];
-	if (total > FAB_RX_POOL_MAX)
-		total = FAB_RX_POOL_MAX;
+	struct ofi_rx_pool *p = ep->pools[index];
+	if (total > OFI_RX_POOL_MAX)
+		total = OFI_RX_POOL_MAX;
 	pthread_mutex_lock(&ep->cq_lock);
 	int rc = 0;
 	if (p->total < total) {
 		/* in steps, so a burst of connections does not add a slab each */
 		int add = total - p->total;
 		add = add < p->total ? p->total : add;
-		if (p->total + add > FAB_RX_POOL_MAX)
-			add = FAB_RX_POOL_MAX - p->total;
+		if (p->total + add > OFI_RX_POOL_MAX)
+			add = OFI_RX_POOL_MAX - p->total;
 		rc = pool_add_slab_locked(p, add);
 		if (!rc)
-			FAB_TRACE(NCCL_NET, "device %s endpoint %d: %d control receives posted",
+			LOG_TRACE(NCCL_NET, "device %s endpoint %d: %d control receives posted",
 				  ep->dom->name, ep->index, p->total);
 	}
 	pthread_mutex_unlock(&ep->cq_lock);
@@ -556,11 +556,11 @@ int fab_ep_rx_pool_reserve(struct fab_ep *ep, int index, int total)
  * libfabric's destructors close the providers under them (NCCL before 2.28
  * never finalizes). atexit from a shared object also runs at its dlclose. */
 static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fab_ep *threads_eps[64];
+static struct ofi_ep *threads_eps[64];
 static int threads_n;
 static bool threads_atexit;
 
-static void threads_forget(struct fab_ep *ep)
+static void threads_forget(struct ofi_ep *ep)
 {
 	pthread_mutex_lock(&threads_lock);
 	for (int i = 0; i < threads_n; i++) {
@@ -572,14 +572,14 @@ static void threads_forget(struct fab_ep *ep)
 	pthread_mutex_unlock(&threads_lock);
 }
 
-static void thread_wake(struct fab_ep *ep)
+static void thread_wake(struct ofi_ep *ep)
 {
 	pthread_mutex_lock(&ep->wake_lock);
 	pthread_cond_signal(&ep->wake);
 	pthread_mutex_unlock(&ep->wake_lock);
 }
 
-static void thread_stop(struct fab_ep *ep)
+static void thread_stop(struct ofi_ep *ep)
 {
 	atomic_store(&ep->thread_run, false);
 	thread_wake(ep);
@@ -598,11 +598,11 @@ static void threads_stop_all(void)
 
 /* Sleeps until bulk work starts on a busy thread's endpoint, or for the idle
  * interval; then reads the CQ if no other thread has for that long. */
-static void thread_idle(struct fab_ep *ep)
+static void thread_idle(struct ofi_ep *ep)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
-	uint64_t ns = (uint64_t)until.tv_nsec + FAB_EP_IDLE_NS;
+	uint64_t ns = (uint64_t)until.tv_nsec + OFI_EP_IDLE_NS;
 	until.tv_sec += (time_t)(ns / 1000000000ULL);
 	until.tv_nsec = (long)(ns % 1000000000ULL);
 	pthread_mutex_lock(&ep->wake_lock);
@@ -611,13 +611,13 @@ static void thread_idle(struct fab_ep *ep)
 		(void)pthread_cond_timedwait(&ep->wake, &ep->wake_lock, &until);
 	pthread_mutex_unlock(&ep->wake_lock);
 	uint64_t last = atomic_load_explicit(&ep->last_read_ns, memory_order_relaxed);
-	if (fab_coarse_ns() - last >= FAB_EP_IDLE_NS)
-		(void)fab_ep_progress(ep);
+	if (util_coarse_ns() - last >= OFI_EP_IDLE_NS)
+		(void)ofi_ep_progress(ep);
 }
 
 static void *progress_main(void *arg)
 {
-	struct fab_ep *ep = arg;
+	struct ofi_ep *ep = arg;
 	unsigned idle = 0;
 	while (atomic_load_explicit(&ep->thread_run, memory_order_relaxed)) {
 		if (!ep->thread_busy || atomic_load_explicit(&ep->bulk, memory_order_acquire) == 0) {
@@ -625,7 +625,7 @@ static void *progress_main(void *arg)
 			idle = 0;
 			continue;
 		}
-		int n = fab_ep_progress(ep);
+		int n = ofi_ep_progress(ep);
 		if (n > 0) {
 			idle = 0;
 			continue;
@@ -643,20 +643,20 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-void fab_ep_bulk_begin(struct fab_op *op)
+void ofi_ep_bulk_begin(struct ofi_op *op)
 {
-	struct fab_ep *ep = op->ep;
+	struct ofi_ep *ep = op->ep;
 	op->bulk = true;
 	if (atomic_fetch_add_explicit(&ep->bulk, 1, memory_order_acq_rel) == 0 && ep->thread_busy)
 		thread_wake(ep);
 }
 
-int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy)
+int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy)
 {
 	pthread_mutex_lock(&threads_lock);
-	if (threads_n == (int)FAB_ARRAY_SIZE(threads_eps)) {
+	if (threads_n == (int)UTIL_ARRAY_SIZE(threads_eps)) {
 		pthread_mutex_unlock(&threads_lock);
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: more than %d progress threads; rail %d "
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: more than %d progress threads; rail %d "
 			 "progresses only when NCCL tests", ep->dom->name, threads_n, ep->index);
 		return 0;
 	}
@@ -669,7 +669,7 @@ int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy)
 	int rc = pthread_create(&ep->thread, NULL, progress_main, ep);
 	if (rc) {
 		threads_forget(ep);
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: cannot start a progress thread: %s",
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: cannot start a progress thread: %s",
 			 ep->dom->name, strerror(rc));
 		return -FI_ENOMEM;
 	}
@@ -677,7 +677,7 @@ int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy)
 	return 0;
 }
 
-void fab_cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
+void ofi_cq_error_text(struct ofi_ep *ep, const struct fi_cq_err_entry *err, char *buf,
 		       size_t len)
 {
 	const char *prov = fi_cq_strerror(ep->cq, err->prov_errno, err->err_data, NULL, 0);

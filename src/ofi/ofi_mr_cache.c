@@ -1,25 +1,25 @@
 /*
- * fab_mr_cache.c - bookkeeping of the registration cache: which registered
+ * ofi_mr_cache.c - bookkeeping of the registration cache: which registered
  * range covers a request. Registrations are kept sorted by start address; a
  * request is served by the first registration that starts at or before it and
  * ends at or after it, with the same memory kind and device. Pure: no
  * libfabric call, no lock (the domain's lock is held by the caller).
  */
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "util/util.h"
 
-void fab_mr_cache_init(struct fab_mr_cache *cache)
+void ofi_mr_cache_init(struct ofi_mr_cache *cache)
 {
 	dlist_init(&cache->mrs);
 }
 
-void fab_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t page,
+void ofi_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t page,
 		  uintptr_t *start, uintptr_t *end)
 {
 	uintptr_t s = (uintptr_t)addr, e = s + len;
 	if (iface == FI_HMEM_SYSTEM) {
-		s = FAB_ALIGN_DOWN(s, page);
-		e = FAB_ALIGN_UP(e, page);
+		s = UTIL_ALIGN_DOWN(s, page);
+		e = UTIL_ALIGN_UP(e, page);
 		if (e == s) /* zero-length: one page, so the key and descriptor exist */
 			e = s + page;
 	} else if (e == s) {
@@ -29,12 +29,12 @@ void fab_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t
 	*end = e;
 }
 
-struct fab_mr *fab_mr_cache_find(struct fab_mr_cache *cache, uintptr_t start, uintptr_t end,
+struct ofi_mr *ofi_mr_cache_find(struct ofi_mr_cache *cache, uintptr_t start, uintptr_t end,
 				 enum fi_hmem_iface iface, int device)
 {
 	struct dlist *it;
 	dlist_foreach(&cache->mrs, it) {
-		struct fab_mr *m = container_of(it, struct fab_mr, link);
+		struct ofi_mr *m = container_of(it, struct ofi_mr, link);
 		if (m->start > start)
 			break; /* sorted by start: nothing further can cover the range */
 		if (m->end >= end && m->iface == iface && m->device == device)
@@ -43,11 +43,11 @@ struct fab_mr *fab_mr_cache_find(struct fab_mr_cache *cache, uintptr_t start, ui
 	return NULL;
 }
 
-void fab_mr_cache_insert(struct fab_mr_cache *cache, struct fab_mr *mr)
+void ofi_mr_cache_insert(struct ofi_mr_cache *cache, struct ofi_mr *mr)
 {
 	struct dlist *it, *pos = &cache->mrs;
 	dlist_foreach(&cache->mrs, it) {
-		if (container_of(it, struct fab_mr, link)->start > mr->start) {
+		if (container_of(it, struct ofi_mr, link)->start > mr->start) {
 			pos = it;
 			break;
 		}
@@ -55,12 +55,12 @@ void fab_mr_cache_insert(struct fab_mr_cache *cache, struct fab_mr *mr)
 	dlist_insert_tail(pos, &mr->link); /* just before pos */
 }
 
-void fab_mr_cache_remove(struct fab_mr *mr)
+void ofi_mr_cache_remove(struct ofi_mr *mr)
 {
 	dlist_remove(&mr->link);
 }
 
-int fab_mr_cache_count(const struct fab_mr_cache *cache)
+int ofi_mr_cache_count(const struct ofi_mr_cache *cache)
 {
 	int n = 0;
 	const struct dlist *it;

@@ -1,11 +1,11 @@
 /*
- * fab_domain.c - one NCCL device: its fabric, domain, endpoints and the
+ * ofi_domain.c - one NCCL device: its fabric, domain, endpoints and the
  * registration cache.
  *
  * The cache keeps one fi_mr per registered range, sorted by start address.
  * NCCL registers the same buffers from many connections (regIsGlobal), and
  * sub-ranges of buffers it registered before; those take a reference on the
- * covering registration instead of registering again. The last fab_mr_put of
+ * covering registration instead of registering again. The last ofi_mr_put of
  * a range closes its fi_mr, so no pages stay pinned behind the user's back.
  */
 #include <sched.h>
@@ -15,33 +15,33 @@
 #include <stddef.h>
 #include <unistd.h>
 
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "log/log.h"
 #include "util/util.h"
 
 /* Bounce buffers come in slabs, registered once each. */
-struct fab_buf_slab {
-	struct fab_buf_slab *next;
+struct ofi_buf_slab {
+	struct ofi_buf_slab *next;
 	char *mem;
-	struct fab_mr *mr;
-	struct fab_buf *bufs;
+	struct ofi_mr *mr;
+	struct ofi_buf *bufs;
 };
 
-#define FAB_BUF_PER_SLAB 32
+#define OFI_BUF_PER_SLAB 32
 
-static void buf_slab_free(struct fab_buf_slab *sl)
+static void buf_slab_free(struct ofi_buf_slab *sl)
 {
 	if (!sl)
 		return;
-	fab_mr_put(sl->mr);
+	ofi_mr_put(sl->mr);
 	free(sl->mem);
 	free(sl->bufs);
 	free(sl);
 }
 
-int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
+int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 {
-	struct fab_domain *dom = calloc(1, sizeof(*dom));
+	struct ofi_domain *dom = calloc(1, sizeof(*dom));
 	int rc;
 	if (!dom)
 		return -FI_ENOMEM;
@@ -51,18 +51,18 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	pthread_mutex_init(&dom->id_lock, NULL);
 	pthread_mutex_init(&dom->buf_lock, NULL);
 	dom->buf_size = attr->buf_size;
-	for (int b = 0; b < FAB_ID_BUCKETS; b++)
+	for (int b = 0; b < OFI_ID_BUCKETS; b++)
 		dlist_init(&dom->ids[b]);
 	dom->next_id = 1;
 	if (getrandom(&dom->id_rng, sizeof(dom->id_rng), GRND_NONBLOCK) != sizeof(dom->id_rng))
-		dom->id_rng = fab_now_ns() ^ (uint64_t)(uintptr_t)dom;
+		dom->id_rng = util_now_ns() ^ (uint64_t)(uintptr_t)dom;
 	dom->id_rng |= 1; /* xorshift never leaves 0 */
-	fab_mr_cache_init(&dom->mrs);
+	ofi_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
 	dom->hmem = attr->hmem;
 	dom->expected_cuda_rc = attr->expected_cuda_rc;
 	dom->cq_batch = attr->cq_batch > 0 ? attr->cq_batch : 32;
-	fab_strlcpy(dom->name, attr->name ? attr->name : "?", sizeof(dom->name));
+	util_strlcpy(dom->name, attr->name ? attr->name : "?", sizeof(dom->name));
 	dom->info = fi_dupinfo(attr->info);
 	if (!dom->info) {
 		rc = -FI_ENOMEM;
@@ -74,9 +74,9 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	 * runs) when one thread posts while another reads the same endpoint's
 	 * CQ, though it claims FI_THREAD_SAFE. NCCL's one-process, many-GPU mode
 	 * does exactly that, so its endpoints serialize the two. */
-	dom->serialize = fab_policy_name_matches("shm", dom->info->fabric_attr->prov_name);
+	dom->serialize = policy_name_matches("shm", dom->info->fabric_attr->prov_name);
 	if (dom->serialize)
-		FAB_INFO(NCCL_INIT | NCCL_NET,
+		LOG_INFO(NCCL_INIT | NCCL_NET,
 			 "device %s: provider %s: posts and completion reads are serialized per "
 			 "endpoint (its multi-threaded posting is unreliable)",
 			 dom->name, dom->info->fabric_attr->prov_name);
@@ -84,18 +84,18 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	/* Large messages go as one RMA write whose CQ data tells the receiver
 	 * which buffer is full: needs the write capabilities, 8 bytes of CQ data,
 	 * and a provider that does not consume a posted receive for it. */
-	dom->rma_write = attr->rma_write && fab_info_rma_write(dom->info);
+	dom->rma_write = attr->rma_write && ofi_info_rma_write(dom->info);
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_fabric(%s) failed: %s", dom->name,
-			 dom->info->fabric_attr->name, fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_fabric(%s) failed: %s", dom->name,
+			 dom->info->fabric_attr->name, ofi_strerror(rc));
 		goto fail;
 	}
 	rc = fi_domain(dom->fabric, dom->info, &dom->domain, NULL);
 	if (rc) {
-		FAB_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain(%s) failed: %s", dom->name,
-			 dom->info->domain_attr->name, fab_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_domain(%s) failed: %s", dom->name,
+			 dom->info->domain_attr->name, ofi_strerror(rc));
 		goto fail;
 	}
 	/* Endpoints are opened up front: with FI_MR_ENDPOINT every registration is
@@ -104,7 +104,7 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	dom->split = nep > 1 && !(dom->mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT)) && !dom->hmem &&
 		     !dom->rma_write;
 	for (int i = 0; i < nep; i++) {
-		rc = fab_ep_open(dom, i, &dom->eps[i]);
+		rc = ofi_ep_open(dom, i, &dom->eps[i]);
 		if (rc)
 			goto fail;
 		dom->nep++;
@@ -113,7 +113,7 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 	 * one that reads the CQ only when nobody has for a while, so the peers'
 	 * pings are answered while NCCL is busy elsewhere (PROTO_PING_NS). */
 	for (int i = 0; i < dom->nep; i++) {
-		rc = fab_ep_start_progress_thread(dom->eps[i], attr->progress_threads);
+		rc = ofi_ep_start_progress_thread(dom->eps[i], attr->progress_threads);
 		if (rc)
 			goto fail;
 	}
@@ -123,52 +123,52 @@ int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out)
 			rc = -FI_ENOMEM;
 			goto fail;
 		}
-		rc = fab_mr_get(dom, dom->flush_page, 4096, FI_HMEM_SYSTEM, 0, &dom->flush_mr);
+		rc = ofi_mr_get(dom, dom->flush_page, 4096, FI_HMEM_SYSTEM, 0, &dom->flush_mr);
 		if (rc)
 			goto fail;
 	}
 	*out = dom;
 	return 0;
 fail:
-	fab_domain_close(dom);
+	ofi_domain_close(dom);
 	return rc;
 }
 
-void fab_domain_drain(struct fab_domain *dom, uint64_t quiet_ns, uint64_t max_ns)
+void ofi_domain_drain(struct ofi_domain *dom, uint64_t quiet_ns, uint64_t max_ns)
 {
 	if (!dom)
 		return;
-	uint64_t start = fab_now_ns(), last = start;
+	uint64_t start = util_now_ns(), last = start;
 	for (;;) {
-		uint64_t now = fab_now_ns();
+		uint64_t now = util_now_ns();
 		if (now - last > quiet_ns || now - start > max_ns)
 			break;
 		int n = 0;
 		for (int i = 0; i < dom->nep; i++) {
-			int r = fab_ep_progress(dom->eps[i]);
+			int r = ofi_ep_progress(dom->eps[i]);
 			n += r > 0 ? r : 0;
 		}
 		if (n)
-			last = fab_now_ns();
+			last = util_now_ns();
 		else
 			sched_yield();
 	}
 }
 
-void fab_domain_close(struct fab_domain *dom)
+void ofi_domain_close(struct ofi_domain *dom)
 {
 	if (!dom)
 		return;
 	for (int i = dom->nep - 1; i >= 0; i--)
-		fab_ep_close(dom->eps[i]);
+		ofi_ep_close(dom->eps[i]);
 	/* No completion can name a zombie's operations any more. */
 	struct dlist *zit;
 	while ((zit = dlist_pop_head(&dom->zombies)))
-		container_of(zit, struct fab_zombie, link)->release(container_of(zit, struct fab_zombie, link));
-	fab_mr_put(dom->flush_mr);
+		container_of(zit, struct ofi_zombie, link)->release(container_of(zit, struct ofi_zombie, link));
+	ofi_mr_put(dom->flush_mr);
 	free(dom->flush_page);
 	while (dom->buf_slabs) {
-		struct fab_buf_slab *sl = dom->buf_slabs;
+		struct ofi_buf_slab *sl = dom->buf_slabs;
 		dom->buf_slabs = sl->next;
 		buf_slab_free(sl);
 	}
@@ -177,7 +177,7 @@ void fab_domain_close(struct fab_domain *dom)
 	struct dlist *it, *tmp;
 	int leaked = 0;
 	dlist_foreach_safe(&dom->mrs.mrs, it, tmp) {
-		struct fab_mr *mr = container_of(it, struct fab_mr, link);
+		struct ofi_mr *mr = container_of(it, struct ofi_mr, link);
 		dlist_remove(&mr->link);
 		if (mr->mr)
 			fi_close(&mr->mr->fid);
@@ -185,7 +185,7 @@ void fab_domain_close(struct fab_domain *dom)
 		leaked++;
 	}
 	if (leaked)
-		FAB_INFO(NCCL_NET, "device %s: closed %d registrations still held at finalize",
+		LOG_INFO(NCCL_NET, "device %s: closed %d registrations still held at finalize",
 			 dom->name, leaked);
 	if (dom->domain)
 		fi_close(&dom->domain->fid);
@@ -203,27 +203,27 @@ void fab_domain_close(struct fab_domain *dom)
 /* ---------------- bounce buffers ---------------- */
 
 
-struct fab_buf *fab_buf_get(struct fab_domain *dom)
+struct ofi_buf *ofi_buf_get(struct ofi_domain *dom)
 {
 	if (!dom->buf_size)
 		return NULL;
 	pthread_mutex_lock(&dom->buf_lock);
 	if (!dom->buf_free) {
-		struct fab_buf_slab *sl = calloc(1, sizeof(*sl));
-		size_t bytes = dom->buf_size * FAB_BUF_PER_SLAB;
+		struct ofi_buf_slab *sl = calloc(1, sizeof(*sl));
+		size_t bytes = dom->buf_size * OFI_BUF_PER_SLAB;
 		if (sl) {
-			sl->mem = aligned_alloc(4096, FAB_ALIGN_UP(bytes, 4096));
-			sl->bufs = calloc(FAB_BUF_PER_SLAB, sizeof(*sl->bufs));
+			sl->mem = aligned_alloc(4096, UTIL_ALIGN_UP(bytes, 4096));
+			sl->bufs = calloc(OFI_BUF_PER_SLAB, sizeof(*sl->bufs));
 		}
 		if (!sl || !sl->mem || !sl->bufs ||
 		    ((dom->mr_mode & FI_MR_LOCAL) &&
-		     fab_mr_get(dom, sl->mem, bytes, FI_HMEM_SYSTEM, 0, &sl->mr))) {
+		     ofi_mr_get(dom, sl->mem, bytes, FI_HMEM_SYSTEM, 0, &sl->mr))) {
 			buf_slab_free(sl);
 			pthread_mutex_unlock(&dom->buf_lock);
 			return NULL;
 		}
-		for (int i = 0; i < FAB_BUF_PER_SLAB; i++) {
-			struct fab_buf *b = &sl->bufs[i];
+		for (int i = 0; i < OFI_BUF_PER_SLAB; i++) {
+			struct ofi_buf *b = &sl->bufs[i];
 			b->mem = sl->mem + (size_t)i * dom->buf_size;
 			b->desc = sl->mr ? sl->mr->desc : NULL;
 			b->next = dom->buf_free;
@@ -232,13 +232,13 @@ struct fab_buf *fab_buf_get(struct fab_domain *dom)
 		sl->next = dom->buf_slabs;
 		dom->buf_slabs = sl;
 	}
-	struct fab_buf *b = dom->buf_free;
+	struct ofi_buf *b = dom->buf_free;
 	dom->buf_free = b->next;
 	pthread_mutex_unlock(&dom->buf_lock);
 	return b;
 }
 
-void fab_buf_put(struct fab_domain *dom, struct fab_buf *b)
+void ofi_buf_put(struct ofi_domain *dom, struct ofi_buf *b)
 {
 	if (!b)
 		return;
@@ -250,23 +250,23 @@ void fab_buf_put(struct fab_domain *dom, struct fab_buf *b)
 
 /* ---------------- object ids ---------------- */
 
-static struct dlist *id_bucket(struct fab_domain *dom, uint32_t id)
+static struct dlist *id_bucket(struct ofi_domain *dom, uint32_t id)
 {
-	return &dom->ids[id % FAB_ID_BUCKETS];
+	return &dom->ids[id % OFI_ID_BUCKETS];
 }
 
-void *fab_domain_lookup_locked(struct fab_domain *dom, uint32_t id)
+void *ofi_domain_lookup_locked(struct ofi_domain *dom, uint32_t id)
 {
 	struct dlist *it, *b = id_bucket(dom, id);
 	dlist_foreach(b, it) {
-		struct fab_obj *o = container_of(it, struct fab_obj, link);
+		struct ofi_obj *o = container_of(it, struct ofi_obj, link);
 		if (o->id == id)
 			return o->owner;
 	}
 	return NULL;
 }
 
-uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32_t mask,
+uint32_t ofi_domain_register(struct ofi_domain *dom, struct ofi_obj *obj, uint32_t mask,
 			     void *owner)
 {
 	pthread_mutex_lock(&dom->id_lock);
@@ -279,13 +279,13 @@ uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32
 		dom->id_rng ^= dom->id_rng >> 7;
 		dom->id_rng ^= dom->id_rng << 17;
 		uint32_t cand = (uint32_t)(dom->id_rng >> 11) & mask;
-		if (cand && !fab_domain_lookup_locked(dom, cand))
+		if (cand && !ofi_domain_lookup_locked(dom, cand))
 			id = cand;
 	}
 	for (uint64_t tries = 0; !id && tries <= mask; tries++) {
 		uint32_t cand = dom->next_id & mask;
 		dom->next_id = cand + 1;
-		if (cand && !fab_domain_lookup_locked(dom, cand)) {
+		if (cand && !ofi_domain_lookup_locked(dom, cand)) {
 			id = cand;
 			break;
 		}
@@ -300,7 +300,7 @@ uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32
 	return id;
 }
 
-void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj)
+void ofi_domain_unregister(struct ofi_domain *dom, struct ofi_obj *obj)
 {
 	if (!obj->id)
 		return;
@@ -311,7 +311,7 @@ void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj)
 	pthread_mutex_unlock(&dom->id_lock);
 }
 
-int fab_domain_nobjs(struct fab_domain *dom)
+int ofi_domain_nobjs(struct ofi_domain *dom)
 {
 	pthread_mutex_lock(&dom->id_lock);
 	int n = dom->nids;
@@ -321,7 +321,7 @@ int fab_domain_nobjs(struct fab_domain *dom)
 
 /* ---------------- registration cache ---------------- */
 
-static uint64_t mr_access(const struct fab_domain *dom)
+static uint64_t mr_access(const struct ofi_domain *dom)
 {
 	uint64_t access = FI_SEND | FI_RECV;
 	if (dom->rma)
@@ -332,30 +332,30 @@ static uint64_t mr_access(const struct fab_domain *dom)
 /* fi_mr_attr as libfabric 1.22 lays it out. The plugin asks for a newer API
  * than its 1.17 headers, so libfabric may read the later fields: they are
  * here, zero. The first member is a union with the DMA-BUF descriptor. */
-struct fab_mr_attr_ext {
+struct ofi_mr_attr_ext {
 	struct fi_mr_attr base;
 	void *hmem_data;
 	size_t page_size;
 	const void *base_mr;
 	size_t sub_mr_cnt;
 };
-_Static_assert(offsetof(struct fab_mr_attr_ext, hmem_data) == sizeof(struct fi_mr_attr),
+_Static_assert(offsetof(struct ofi_mr_attr_ext, hmem_data) == sizeof(struct fi_mr_attr),
 	       "fi_mr_attr extension must follow the 1.17 fields");
 
 /* struct fi_mr_dmabuf and FI_MR_DMABUF of libfabric 1.20. */
-struct fab_mr_dmabuf {
+struct ofi_mr_dmabuf {
 	int fd;
 	uint64_t offset;
 	size_t len;
 	void *base_addr;
 };
-#define FAB_MR_DMABUF (1ULL << 40)
+#define OFI_MR_DMABUF (1ULL << 40)
 
-static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m,
-			      const struct fab_mr_dmabuf *dmabuf)
+static int mr_register_locked(struct ofi_domain *dom, struct ofi_mr *m,
+			      const struct ofi_mr_dmabuf *dmabuf)
 {
 	struct iovec iov = { .iov_base = (void *)m->start, .iov_len = m->end - m->start };
-	struct fab_mr_attr_ext ext;
+	struct ofi_mr_attr_ext ext;
 	memset(&ext, 0, sizeof(ext));
 	struct fi_mr_attr *attr = &ext.base;
 	attr->mr_iov = dmabuf ? (const struct iovec *)(const void *)dmabuf : &iov;
@@ -365,13 +365,13 @@ static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m,
 	attr->iface = m->iface;
 	if (m->iface == FI_HMEM_CUDA)
 		attr->device.cuda = m->device;
-	int rc = fi_mr_regattr(dom->domain, attr, dmabuf ? FAB_MR_DMABUF : 0, &m->mr);
+	int rc = fi_mr_regattr(dom->domain, attr, dmabuf ? OFI_MR_DMABUF : 0, &m->mr);
 	if (rc) {
-		FAB_WARN(NCCL_NET,
+		LOG_WARN(NCCL_NET,
 			 "device %s: fi_mr_regattr(%p, %zu bytes, %s memory%s) failed: %s%s", dom->name,
 			 (void *)m->start, (size_t)(m->end - m->start),
 			 m->iface == FI_HMEM_CUDA ? "CUDA" : "host", dmabuf ? ", DMA-BUF" : "",
-			 fab_strerror(rc),
+			 ofi_strerror(rc),
 			 m->iface == FI_HMEM_CUDA ?
 				 ". The provider cannot register GPU memory: run with "
 				 "NCCL_FABRIC_HMEM=off to stage through host memory" :
@@ -383,15 +383,15 @@ static int mr_register_locked(struct fab_domain *dom, struct fab_mr *m,
 		for (int i = 0; i < dom->nep; i++) {
 			rc = fi_mr_bind(m->mr, &dom->eps[i]->ep->fid, 0);
 			if (rc) {
-				FAB_WARN(NCCL_NET, "device %s: fi_mr_bind failed: %s", dom->name,
-					 fab_strerror(rc));
+				LOG_WARN(NCCL_NET, "device %s: fi_mr_bind failed: %s", dom->name,
+					 ofi_strerror(rc));
 				goto fail;
 			}
 		}
 		rc = fi_mr_enable(m->mr);
 		if (rc) {
-			FAB_WARN(NCCL_NET, "device %s: fi_mr_enable failed: %s", dom->name,
-				 fab_strerror(rc));
+			LOG_WARN(NCCL_NET, "device %s: fi_mr_enable failed: %s", dom->name,
+				 ofi_strerror(rc));
 			goto fail;
 		}
 	}
@@ -404,14 +404,14 @@ fail:
 	return rc;
 }
 
-static int mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
-		  int device, const struct fab_mr_dmabuf *dmabuf, struct fab_mr **out)
+static int mr_get(struct ofi_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+		  int device, const struct ofi_mr_dmabuf *dmabuf, struct ofi_mr **out)
 {
 	uintptr_t start, end;
-	fab_mr_range(addr, len, iface, (size_t)sysconf(_SC_PAGESIZE), &start, &end);
+	ofi_mr_range(addr, len, iface, (size_t)sysconf(_SC_PAGESIZE), &start, &end);
 
 	pthread_mutex_lock(&dom->lock);
-	struct fab_mr *m = fab_mr_cache_find(&dom->mrs, start, end, iface, device);
+	struct ofi_mr *m = ofi_mr_cache_find(&dom->mrs, start, end, iface, device);
 	if (m) {
 		m->refs++;
 		pthread_mutex_unlock(&dom->lock);
@@ -435,60 +435,60 @@ static int mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_i
 		free(m);
 		return rc;
 	}
-	fab_mr_cache_insert(&dom->mrs, m);
+	ofi_mr_cache_insert(&dom->mrs, m);
 	pthread_mutex_unlock(&dom->lock);
 	*out = m;
 	return 0;
 }
 
-int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
-	       int device, struct fab_mr **out)
+int ofi_mr_get(struct ofi_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+	       int device, struct ofi_mr **out)
 {
 	return mr_get(dom, addr, len, iface, device, NULL, out);
 }
 
-int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
-		      int device, struct fab_mr **out)
+int ofi_mr_get_dmabuf(struct ofi_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
+		      int device, struct ofi_mr **out)
 {
 	/* The DMA-BUF describes exactly [addr, addr+len) of the GPU's memory; a
 	 * later regMr of that range (or inside it) shares the registration. The
 	 * fd is only needed during the call (NCCL closes it right after). */
-	struct fab_mr_dmabuf d = { .fd = fd, .offset = offset, .len = len, .base_addr = addr };
+	struct ofi_mr_dmabuf d = { .fd = fd, .offset = offset, .len = len, .base_addr = addr };
 	return mr_get(dom, addr, len, FI_HMEM_CUDA, device, &d, out);
 }
 
-void fab_mr_ref(struct fab_mr *m)
+void ofi_mr_ref(struct ofi_mr *m)
 {
 	pthread_mutex_lock(&m->dom->lock);
 	m->refs++;
 	pthread_mutex_unlock(&m->dom->lock);
 }
 
-void fab_mr_put(struct fab_mr *m)
+void ofi_mr_put(struct ofi_mr *m)
 {
 	if (!m)
 		return;
-	struct fab_domain *dom = m->dom;
+	struct ofi_domain *dom = m->dom;
 	pthread_mutex_lock(&dom->lock);
 	if (--m->refs > 0) {
 		pthread_mutex_unlock(&dom->lock);
 		return;
 	}
-	fab_mr_cache_remove(m);
+	ofi_mr_cache_remove(m);
 	pthread_mutex_unlock(&dom->lock);
 	if (m->mr) {
 		int rc = fi_close(&m->mr->fid);
 		if (rc)
-			FAB_WARN(NCCL_NET, "device %s: closing a registration failed: %s", dom->name,
-				 fab_strerror(rc));
+			LOG_WARN(NCCL_NET, "device %s: closing a registration failed: %s", dom->name,
+				 ofi_strerror(rc));
 	}
 	free(m);
 }
 
-int fab_mr_count(struct fab_domain *dom)
+int ofi_mr_count(struct ofi_domain *dom)
 {
 	pthread_mutex_lock(&dom->lock);
-	int n = fab_mr_cache_count(&dom->mrs);
+	int n = ofi_mr_cache_count(&dom->mrs);
 	pthread_mutex_unlock(&dom->lock);
 	return n;
 }

@@ -1,20 +1,20 @@
 /*
- * fab.h - the plugin's libfabric resources and their owners.
+ * ofi.h - the plugin's libfabric resources and their owners.
  *
- *   fab_domain   one per NCCL device: fabric + domain + MR cache + endpoints.
+ *   ofi_domain   one per NCCL device: fabric + domain + MR cache + endpoints.
  *                Opened at the device's first listen/connect, closed at finalize.
- *   fab_ep       one endpoint with its own CQ and AV, shared by every connection
+ *   ofi_ep       one endpoint with its own CQ and AV, shared by every connection
  *                of the device (an endpoint costs tens of MB; a connection is a
  *                few hundred bytes of plugin state and a tag range).
- *   fab_op       the context of every posted operation. Completions are demuxed
+ *   ofi_op       the context of every posted operation. Completions are demuxed
  *                through op->complete, so the endpoint needs no table of who
  *                posted what.
  *
  * Functions return 0 or a negative libfabric/errno code; each WARNs where the
  * failure is found, with fi_strerror text and advice.
  */
-#ifndef FAB_FAB_H
-#define FAB_FAB_H
+#ifndef OFI_H
+#define OFI_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -32,55 +32,55 @@
 #include "policy/policy.h"
 #include "util/list.h"
 
-#define FAB_ADDR_MAX 88 /* endpoint names that fit a listen handle (tcp: 16, shm: 18) */
+#define OFI_ADDR_MAX 88 /* endpoint names that fit a listen handle (tcp: 16, shm: 18) */
 
-struct fab_ep;
-struct fab_op;
+struct ofi_ep;
+struct ofi_op;
 
-/* Called from fab_ep_progress with the endpoint's CQ lock held, once per
+/* Called from ofi_ep_progress with the endpoint's CQ lock held, once per
  * completion. entry is NULL for an error completion, then err is set.
  * Must not call back into progress or close the endpoint. */
-typedef void (*fab_op_complete_fn)(struct fab_op *op, const struct fi_cq_tagged_entry *entry,
+typedef void (*ofi_op_complete_fn)(struct ofi_op *op, const struct fi_cq_tagged_entry *entry,
 				   const struct fi_cq_err_entry *err);
 
-struct fab_op {
+struct ofi_op {
 	struct fi_context2 ctx; /* first: providers with FI_CONTEXT(2) own this space */
-	fab_op_complete_fn complete;
+	ofi_op_complete_fn complete;
 	void *owner;
-	struct fab_ep *ep;      /* where it was posted (cancel goes there) */
+	struct ofi_ep *ep;      /* where it was posted (cancel goes there) */
 	int index;
 	atomic_int posted; /* 1 from posting until its completion: what close must cancel */
-	struct fab_mr *hold; /* the registration of the caller's buffer it uses, kept until
+	struct ofi_mr *hold; /* the registration of the caller's buffer it uses, kept until
 			      * its completion (NCCL's deregMr meanwhile is deferred) */
-	bool bulk;           /* counted in its endpoint's bulk (fab_ep_bulk_begin) */
+	bool bulk;           /* counted in its endpoint's bulk (ofi_ep_bulk_begin) */
 };
 
-/* ---- discovery (fab_discover.c) ---- */
+/* ---- discovery (ofi_discover.c) ---- */
 
-struct fab_discovery {
+struct ofi_discovery {
 	uint32_t runtime_version;  /* fi_version() */
 	uint32_t build_version;    /* headers the plugin was built with */
 	int nattempts;
-	struct fab_attempt_result attempts[FAB_POLICY_MAX_ATTEMPTS];
-	struct fab_selection sel;
-	struct fab_probe probe;
+	struct policy_attempt_result attempts[POLICY_MAX_ATTEMPTS];
+	struct policy_selection sel;
+	struct policy_probe probe;
 };
 
 /* Runs the policy's plan through fi_getinfo and selects. Returns 0 when a
  * provider was selected, -FI_ENODATA when none (d->sel.reason says why). */
-int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d);
+int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d);
 /* Opens a probe endpoint on info and records its FI_OPT_CUDA_API_PERMITTED and
  * FI_OPT_FI_HMEM_P2P answers. Closes everything it opened. */
-void fab_probe_run(const struct fi_info *info, struct fab_probe *probe);
-void fab_discovery_free(struct fab_discovery *d);
+void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe);
+void ofi_discovery_free(struct ofi_discovery *d);
 /* The same provider, fabric and domain as info, asked again with caps added
  * (FI_DIRECTED_RECV, which nothing else needs and not every provider has):
  * a new entry the caller frees, or NULL when the provider lacks them. */
-struct fi_info *fab_info_with_caps(const struct fi_info *info, uint64_t caps);
+struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps);
 
-/* ---- memory registration cache (fab_mr.c) ---- */
+/* ---- memory registration cache (ofi_mr.c) ---- */
 
-struct fab_mr {
+struct ofi_mr {
 	struct dlist link;         /* in the cache, sorted by start */
 	uintptr_t start, end;      /* registered range (page-aligned for host memory) */
 	enum fi_hmem_iface iface;
@@ -89,16 +89,16 @@ struct fab_mr {
 	void *desc;
 	uint64_t key;
 	int refs;                  /* guarded by the domain lock */
-	struct fab_domain *dom;
+	struct ofi_domain *dom;
 };
 
-struct fab_mr_cache {
+struct ofi_mr_cache {
 	struct dlist mrs; /* sorted by start */
 };
 
-/* ---- domain (fab_domain.c) ---- */
+/* ---- domain (ofi_domain.c) ---- */
 
-struct fab_domain_attr {
+struct ofi_domain_attr {
 	const struct fi_info *info; /* the entry to open (HMEM or host entry) */
 	bool hmem;                  /* GPU buffers will be registered */
 	bool flush_rma;             /* iflush reads GPU buffers back (needs a host page) */
@@ -114,39 +114,39 @@ struct fab_domain_attr {
 /* An object that receives messages under an id of the domain's id space (a
  * listen comm, a connector, a connection): the id travels in tags and in
  * remote CQ data, and any of the domain's endpoints finds its owner. */
-struct fab_obj {
+struct ofi_obj {
 	struct dlist link;
 	uint32_t id;
 	void *owner;
 };
 
-#define FAB_ID_BUCKETS 256
+#define OFI_ID_BUCKETS 256
 
-/* A registered host buffer of the domain's bounce size (fab_buf_get). */
-struct fab_buf {
-	struct fab_buf *next;
+/* A registered host buffer of the domain's bounce size (ofi_buf_get). */
+struct ofi_buf {
+	struct ofi_buf *next;
 	void *mem;
 	void *desc;
 };
-struct fab_buf_slab;
+struct ofi_buf_slab;
 
-struct fab_domain {
+struct ofi_domain {
 	struct fi_info *info;       /* our own copy */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	pthread_mutex_t lock;       /* MR cache and key counter */
-	struct fab_mr_cache mrs;
+	struct ofi_mr_cache mrs;
 	uint64_t next_key;
 	int mr_mode;
 	bool hmem, rma;
 	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
-	bool serialize;             /* provider quirk, see fab_domain_open */
+	bool serialize;             /* provider quirk, see ofi_domain_open */
 	bool directed;              /* FI_DIRECTED_RECV: receives can name their source */
 	int expected_cuda_rc;
 	int cq_batch;
-	char name[FAB_NAME_LEN];
+	char name[POLICY_NAME_LEN];
 	int nep;
-	struct fab_ep *eps[8];      /* rails: connections stripe over them */
+	struct ofi_ep *eps[8];      /* rails: connections stripe over them */
 	/* Rails after the first open their own fi_domain: a provider may
 	 * serialise every call of a domain's endpoints under one lock (native
 	 * tcp's progress lock), so rails of one domain never run in parallel.
@@ -157,127 +157,127 @@ struct fab_domain {
 	pthread_mutex_t zombie_lock;
 	struct dlist zombies;       /* closed objects waiting for their last completion */
 	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
-	struct fab_mr *flush_mr;
+	struct ofi_mr *flush_mr;
 	pthread_mutex_t buf_lock;   /* bounce buffers */
 	size_t buf_size;
-	struct fab_buf *buf_free;
-	struct fab_buf_slab *buf_slabs;
+	struct ofi_buf *buf_free;
+	struct ofi_buf_slab *buf_slabs;
 	pthread_mutex_t id_lock;    /* the id space below */
-	struct dlist ids[FAB_ID_BUCKETS];
+	struct dlist ids[OFI_ID_BUCKETS];
 	uint32_t next_id;
-	uint64_t id_rng;            /* ids are drawn at random (fab_domain_register) */
+	uint64_t id_rng;            /* ids are drawn at random (ofi_domain_register) */
 	int nids;
 };
 
 /* Bounce buffers: registered host memory of buf_size bytes each, from slabs
  * that grow on demand and live until the domain closes. NULL when out of
  * memory (or buf_size is 0). */
-struct fab_buf *fab_buf_get(struct fab_domain *dom);
-void fab_buf_put(struct fab_domain *dom, struct fab_buf *b);
+struct ofi_buf *ofi_buf_get(struct ofi_domain *dom);
+void ofi_buf_put(struct ofi_domain *dom, struct ofi_buf *b);
 
 /* Registers obj under a fresh id, unique among the domain's registered
  * objects, within mask and never 0. Returns the id, 0 when mask is exhausted.
  * Ids are drawn at random: another process cannot guess them, and a late
  * message for a closed object finds nobody rather than its successor. */
-uint32_t fab_domain_register(struct fab_domain *dom, struct fab_obj *obj, uint32_t mask,
+uint32_t ofi_domain_register(struct ofi_domain *dom, struct ofi_obj *obj, uint32_t mask,
 			     void *owner);
-void fab_domain_unregister(struct fab_domain *dom, struct fab_obj *obj);
+void ofi_domain_unregister(struct ofi_domain *dom, struct ofi_obj *obj);
 /* The owner registered under id, or NULL; caller holds dom->id_lock. */
-void *fab_domain_lookup_locked(struct fab_domain *dom, uint32_t id);
-int fab_domain_nobjs(struct fab_domain *dom);
+void *ofi_domain_lookup_locked(struct ofi_domain *dom, uint32_t id);
+int ofi_domain_nobjs(struct ofi_domain *dom);
 
 /* Whether an entry can take large messages as RMA writes with CQ data: the
  * write capabilities, 8 bytes of CQ data, and no receive consumed for it. */
-static inline bool fab_info_rma_write(const struct fi_info *info)
+static inline bool ofi_info_rma_write(const struct fi_info *info)
 {
 	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
 	return (info->caps & wcaps) == wcaps && info->domain_attr &&
 	       info->domain_attr->cq_data_size >= 8 && !(info->mode & FI_RX_CQ_DATA);
 }
 
-int fab_domain_open(const struct fab_domain_attr *attr, struct fab_domain **out);
+int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out);
 /* Reads what peers still send (a late CTS, a ping) until quiet_ns pass
  * without a completion, at most max_ns: a stream endpoint closed with unread
  * bytes resets its connections, and the peer loses what it has not read. */
-void fab_domain_drain(struct fab_domain *dom, uint64_t quiet_ns, uint64_t max_ns);
-void fab_domain_close(struct fab_domain *dom);
+void ofi_domain_drain(struct ofi_domain *dom, uint64_t quiet_ns, uint64_t max_ns);
+void ofi_domain_close(struct ofi_domain *dom);
 
-/* The cache's bookkeeping, apart from libfabric (fab_mr_cache.c; unit-tested).
+/* The cache's bookkeeping, apart from libfabric (ofi_mr_cache.c; unit-tested).
  * Callers hold the domain lock. */
-void fab_mr_cache_init(struct fab_mr_cache *cache);
+void ofi_mr_cache_init(struct ofi_mr_cache *cache);
 /* The range a registration of [addr, addr+len) covers: whole pages for host
  * memory, exact for device memory (rounding could leave the allocation). */
-void fab_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t page,
+void ofi_mr_range(const void *addr, size_t len, enum fi_hmem_iface iface, size_t page,
 		  uintptr_t *start, uintptr_t *end);
-struct fab_mr *fab_mr_cache_find(struct fab_mr_cache *cache, uintptr_t start, uintptr_t end,
+struct ofi_mr *ofi_mr_cache_find(struct ofi_mr_cache *cache, uintptr_t start, uintptr_t end,
 				 enum fi_hmem_iface iface, int device);
-void fab_mr_cache_insert(struct fab_mr_cache *cache, struct fab_mr *mr);
-void fab_mr_cache_remove(struct fab_mr *mr);
-int fab_mr_cache_count(const struct fab_mr_cache *cache);
+void ofi_mr_cache_insert(struct ofi_mr_cache *cache, struct ofi_mr *mr);
+void ofi_mr_cache_remove(struct ofi_mr *mr);
+int ofi_mr_cache_count(const struct ofi_mr_cache *cache);
 
 /* Registers [addr, addr+len) or takes a reference on a registration covering it.
  * device is the CUDA ordinal for FI_HMEM_CUDA. */
-int fab_mr_get(struct fab_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
-	       int device, struct fab_mr **out);
+int ofi_mr_get(struct ofi_domain *dom, void *addr, size_t len, enum fi_hmem_iface iface,
+	       int device, struct ofi_mr **out);
 /* Same through a DMA-BUF file descriptor (FI_MR_DMABUF, libfabric >= 1.20). */
-int fab_mr_get_dmabuf(struct fab_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
-		      int device, struct fab_mr **out);
+int ofi_mr_get_dmabuf(struct ofi_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
+		      int device, struct ofi_mr **out);
 /* Drops the reference; the last one really deregisters. */
-void fab_mr_put(struct fab_mr *mr);
+void ofi_mr_put(struct ofi_mr *mr);
 /* An operation that uses the registered buffer takes a reference for its
  * lifetime (op->hold), so a deregMr while it is in flight only drops NCCL's
  * reference: the registration goes when the operation completes. */
-static inline void fab_op_hold(struct fab_op *op, struct fab_mr *mr);
-static inline void fab_op_release(struct fab_op *op);
+static inline void ofi_op_hold(struct ofi_op *op, struct ofi_mr *mr);
+static inline void ofi_op_release(struct ofi_op *op);
 /* Registrations currently held (tests, the report). */
-int fab_mr_count(struct fab_domain *dom);
-void fab_mr_ref(struct fab_mr *mr);
+int ofi_mr_count(struct ofi_domain *dom);
+void ofi_mr_ref(struct ofi_mr *mr);
 
-static inline void fab_op_hold(struct fab_op *op, struct fab_mr *mr)
+static inline void ofi_op_hold(struct ofi_op *op, struct ofi_mr *mr)
 {
 	op->hold = mr;
 	if (mr)
-		fab_mr_ref(mr);
+		ofi_mr_ref(mr);
 }
 
-static inline void fab_op_release(struct fab_op *op)
+static inline void ofi_op_release(struct ofi_op *op)
 {
-	struct fab_mr *mr = op->hold;
+	struct ofi_mr *mr = op->hold;
 	op->hold = NULL;
-	fab_mr_put(mr);
+	ofi_mr_put(mr);
 }
 
-/* ---- endpoint (fab_ep.c) ---- */
+/* ---- endpoint (ofi_ep.c) ---- */
 
 /* Called for each control message whose route (its first 8 bytes) matches
  * the pool's tag, with the endpoint's CQ lock held; tag is that route. The
  * buffer is re-posted when the handler returns. */
-typedef void (*fab_rx_handler_fn)(struct fab_ep *ep, void *arg, const void *msg, size_t len,
+typedef void (*ofi_rx_handler_fn)(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
 				  uint64_t tag);
 /* Called for each remote write with CQ data that lands on the endpoint (the
  * provider gives such completions no context of ours), CQ lock held. */
-typedef void (*fab_rw_handler_fn)(struct fab_ep *ep, void *arg, uint64_t data, size_t len);
+typedef void (*ofi_rw_handler_fn)(struct ofi_ep *ep, void *arg, uint64_t data, size_t len);
 
-struct fab_rx_pool;
+struct ofi_rx_pool;
 
-struct fab_ep {
-	struct fab_domain *dom;
+struct ofi_ep {
+	struct ofi_domain *dom;
 	struct fid_ep *ep;
 	struct fid_av *av;
 	struct fid_cq *cq;
 	pthread_mutex_t cq_lock;    /* one reader of the CQ at a time */
 	pthread_mutex_t lock;       /* address cache */
-	char name[FAB_ADDR_MAX];
+	char name[OFI_ADDR_MAX];
 	size_t namelen;
 	int cuda_api_rc;            /* its FI_OPT_CUDA_API_PERMITTED answer */
 	int index;
 	/* peer address -> fi_addr_t, so a hundred connections to one peer insert it once */
 	int naddrs, addrs_cap;
-	struct fab_peer_addr {
+	struct ofi_peer_addr {
 		size_t len;
-		unsigned char bytes[FAB_ADDR_MAX];
+		unsigned char bytes[OFI_ADDR_MAX];
 		fi_addr_t fi_addr;
-		bool silent;        /* left a close waiting for its answer (fab_ep_peer_silent) */
+		bool silent;        /* left a close waiting for its answer (ofi_ep_peer_silent) */
 	} *addrs;
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
@@ -289,125 +289,125 @@ struct fab_ep {
 	atomic_int bulk;
 	pthread_mutex_t wake_lock;  /* with wake: a sleeping thread learns of bulk work */
 	pthread_cond_t wake;
-#define FAB_EP_MAX_POOLS 3
-	struct fab_rx_pool *pools[FAB_EP_MAX_POOLS]; /* shared control receives, by start order */
+#define OFI_EP_MAX_POOLS 3
+	struct ofi_rx_pool *pools[OFI_EP_MAX_POOLS]; /* shared control receives, by start order */
 	int npools;
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
 	atomic_uint dropped;        /* malformed or forged messages and addresses refused */
 	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
-	fab_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
+	ofi_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
 	void *rw_arg;
-	struct fid_domain *own_domain; /* a split rail's own domain (fab_domain.split), or NULL */
+	struct fid_domain *own_domain; /* a split rail's own domain (ofi_domain.split), or NULL */
 };
 
 /* A registration's descriptor as this endpoint may use it: registrations
  * belong to the first domain, so a split rail gets none (split only where
  * none is needed). */
-static inline void *fab_ep_desc(const struct fab_ep *ep, void *desc)
+static inline void *ofi_ep_desc(const struct ofi_ep *ep, void *desc)
 {
 	return ep->own_domain ? NULL : desc;
 }
 
 /* Every libfabric data call goes through these, so a provider quirk lives in
  * one place. cq_lock is recursive: completion callbacks post while holding it. */
-static inline void fab_ep_enter(struct fab_ep *ep)
+static inline void ofi_ep_enter(struct ofi_ep *ep)
 {
 	if (ep->serialize)
 		pthread_mutex_lock(&ep->cq_lock);
 }
 
-static inline void fab_ep_leave(struct fab_ep *ep)
+static inline void ofi_ep_leave(struct ofi_ep *ep)
 {
 	if (ep->serialize)
 		pthread_mutex_unlock(&ep->cq_lock);
 }
 
-static inline ssize_t fab_ep_tsend(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+static inline ssize_t ofi_ep_tsend(struct ofi_ep *ep, const void *buf, size_t len, void *desc,
 				   fi_addr_t dest, uint64_t tag, void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_tsend(ep->ep, buf, len, fab_ep_desc(ep, desc), dest, tag, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_tsend(ep->ep, buf, len, ofi_ep_desc(ep, desc), dest, tag, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
 /* A control message, untagged: it lands in one of the endpoint's control
- * receives (fab_ep_rx_pool_start), whose first 8 bytes, its route, pick the
+ * receives (ofi_ep_rx_pool_start), whose first 8 bytes, its route, pick the
  * pool that handles it. */
-static inline ssize_t fab_ep_send(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+static inline ssize_t ofi_ep_send(struct ofi_ep *ep, const void *buf, size_t len, void *desc,
 				  fi_addr_t dest, void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_send(ep->ep, buf, len, fab_ep_desc(ep, desc), dest, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_send(ep->ep, buf, len, ofi_ep_desc(ep, desc), dest, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
-/* ... and the receives that take them (fab_ep_rx_pool_start's buffers). */
-static inline ssize_t fab_ep_recv(struct fab_ep *ep, void *buf, size_t len, void *desc,
+/* ... and the receives that take them (ofi_ep_rx_pool_start's buffers). */
+static inline ssize_t ofi_ep_recv(struct ofi_ep *ep, void *buf, size_t len, void *desc,
 				  void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_recv(ep->ep, buf, len, fab_ep_desc(ep, desc), FI_ADDR_UNSPEC, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_recv(ep->ep, buf, len, ofi_ep_desc(ep, desc), FI_ADDR_UNSPEC, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
-static inline ssize_t fab_ep_trecv(struct fab_ep *ep, void *buf, size_t len, void *desc,
+static inline ssize_t ofi_ep_trecv(struct ofi_ep *ep, void *buf, size_t len, void *desc,
 				   fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_trecv(ep->ep, buf, len, fab_ep_desc(ep, desc), src, tag, ignore, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_trecv(ep->ep, buf, len, ofi_ep_desc(ep, desc), src, tag, ignore, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
-static inline ssize_t fab_ep_read(struct fab_ep *ep, void *buf, size_t len, void *desc,
+static inline ssize_t ofi_ep_read(struct ofi_ep *ep, void *buf, size_t len, void *desc,
 				  fi_addr_t src, uint64_t addr, uint64_t key, void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_read(ep->ep, buf, len, fab_ep_desc(ep, desc), src, addr, key, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_read(ep->ep, buf, len, ofi_ep_desc(ep, desc), src, addr, key, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
-static inline ssize_t fab_ep_writedata(struct fab_ep *ep, const void *buf, size_t len, void *desc,
+static inline ssize_t ofi_ep_writedata(struct ofi_ep *ep, const void *buf, size_t len, void *desc,
 				       uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key,
 				       void *ctx)
 {
-	fab_ep_enter(ep);
-	ssize_t rc = fi_writedata(ep->ep, buf, len, fab_ep_desc(ep, desc), data, dest, addr, key, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_writedata(ep->ep, buf, len, ofi_ep_desc(ep, desc), data, dest, addr, key, ctx);
+	ofi_ep_leave(ep);
 	return rc;
 }
 
-static inline void fab_ep_cancel(struct fab_ep *ep, void *ctx)
+static inline void ofi_ep_cancel(struct ofi_ep *ep, void *ctx)
 {
-	fab_ep_enter(ep);
+	ofi_ep_enter(ep);
 	(void)fi_cancel(&ep->ep->fid, ctx);
-	fab_ep_leave(ep);
+	ofi_ep_leave(ep);
 }
 
-int fab_ep_open(struct fab_domain *dom, int index, struct fab_ep **out);
+int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out);
 /* Stops its progress thread and closes the endpoint; no completion is
  * delivered after this. */
-void fab_ep_close(struct fab_ep *ep);
+void ofi_ep_close(struct ofi_ep *ep);
 /* A thread that reads the endpoint's completions. busy: all the time, so
  * rails move data in parallel. Otherwise only when no other thread has for
- * FAB_EP_IDLE_NS: control messages (pings) are answered and a closed
+ * OFI_EP_IDLE_NS: control messages (pings) are answered and a closed
  * connection drains while NCCL calls nothing on this endpoint. */
 /* (50 ms: with 10 ms the test provider over shm 1.17, which the shm quirk
  * did not serialise, lost a message once in CI; the test provider now
  * serialises over shm itself, and 50 ms is the interval every CI run passed
  * with) */
-#define FAB_EP_IDLE_NS (50ULL * 1000000ULL)
-int fab_ep_start_progress_thread(struct fab_ep *ep, bool busy);
+#define OFI_EP_IDLE_NS (50ULL * 1000000ULL)
+int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy);
 /* op, about to be posted on op->ep, moves a large message: the endpoint's
  * busy thread (if any) reads its CQ until the last such operation ends. */
-void fab_ep_bulk_begin(struct fab_op *op);
-/* Ends what fab_ep_bulk_begin started (nothing for other operations). */
-static inline void fab_ep_bulk_end(struct fab_op *op)
+void ofi_ep_bulk_begin(struct ofi_op *op);
+/* Ends what ofi_ep_bulk_begin started (nothing for other operations). */
+static inline void ofi_ep_bulk_end(struct ofi_op *op)
 {
 	if (op->bulk) {
 		op->bulk = false;
@@ -416,48 +416,48 @@ static inline void fab_ep_bulk_end(struct fab_op *op)
 }
 /* A peer that left a close waiting in vain for its answer is probably gone:
  * later closes to it do not wait again. Any answer from it clears the mark. */
-void fab_ep_peer_set_silent(struct fab_ep *ep, fi_addr_t peer, bool silent);
-bool fab_ep_peer_silent(struct fab_ep *ep, fi_addr_t peer);
+void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent);
+bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer);
 /* Reads up to cq_batch completions and dispatches them. Returns the number read
  * (0 when another thread is already reading) or a negative error. */
-int fab_ep_progress(struct fab_ep *ep);
+int ofi_ep_progress(struct ofi_ep *ep);
 /* Inserts a peer address (or finds it). The bytes come from another process:
  * they are checked for the domain's address format first (-FI_EINVAL, with a
  * WARN naming the reason, when they cannot be an address of it). */
-int fab_ep_resolve(struct fab_ep *ep, const void *addr, size_t len, fi_addr_t *out);
+int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out);
 
-/* ---- peer addresses from the wire (fab_addr.c; pure, unit-tested) ---- */
+/* ---- peer addresses from the wire (ofi_addr.c; pure, unit-tested) ---- */
 
 /* 0 when len bytes at addr can be an address of addr_format (socket family and
  * length, a terminated printable string, or any non-empty provider format up
- * to FAB_ADDR_MAX); else -FI_EINVAL with the reason in why. */
-int fab_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len);
-const char *fab_addr_format_name(uint32_t addr_format);
+ * to OFI_ADDR_MAX); else -FI_EINVAL with the reason in why. */
+int ofi_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len);
+const char *ofi_addr_format_name(uint32_t addr_format);
 
 /* Keeps count receives of size bytes posted with (tag, ignore); each message
  * goes to fn and its buffer is re-posted. For control messages addressed to
- * many objects (the tag carries the object's id); at most FAB_EP_MAX_POOLS
+ * many objects (the tag carries the object's id); at most OFI_EP_MAX_POOLS
  * per endpoint, ep->pools[i] in start order. */
-int fab_ep_rx_pool_start(struct fab_ep *ep, uint64_t tag, uint64_t ignore, int count,
-			 size_t size, fab_rx_handler_fn fn, void *arg);
+int ofi_ep_rx_pool_start(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, int count,
+			 size_t size, ofi_rx_handler_fn fn, void *arg);
 /* Grows pool `index` (never shrinks it) to at least total receives, capped at
- * FAB_RX_POOL_MAX: the objects it serves grew. */
-#define FAB_RX_POOL_MAX 16384
-int fab_ep_rx_pool_reserve(struct fab_ep *ep, int index, int total);
+ * OFI_RX_POOL_MAX: the objects it serves grew. */
+#define OFI_RX_POOL_MAX 16384
+int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the
  * progress of any of its endpoints frees it) or the domain closes. */
-struct fab_zombie {
+struct ofi_zombie {
 	struct dlist link;
 	atomic_int *pending;        /* operations still posted */
-	void (*release)(struct fab_zombie *z);
+	void (*release)(struct ofi_zombie *z);
 };
-void fab_domain_add_zombie(struct fab_domain *dom, struct fab_zombie *z);
+void ofi_domain_add_zombie(struct ofi_domain *dom, struct ofi_zombie *z);
 
 /* The positive FI_* code of an error completion. libfabric documents err as
  * positive; some providers (shm of 1.17) store it negated. */
-static inline int fab_cq_err_code(const struct fi_cq_err_entry *err)
+static inline int ofi_cq_err_code(const struct fi_cq_err_entry *err)
 {
 	return err->err < 0 ? -err->err : err->err;
 }
@@ -471,34 +471,34 @@ static inline int fab_cq_err_code(const struct fi_cq_err_entry *err)
  *   -FI_ECONNABORTED, -FI_ECONNREFUSED, -FI_EHOSTUNREACH, -FI_ETIMEDOUT
  *                     the peer is gone, refused, cannot be reached, or is silent
  *   -FI_EOPBADSTATE   the plugin's own state contradicts itself (a bug)
- *   -FAB_ECUDA        a CUDA driver call failed
+ *   -OFI_ECUDA        a CUDA driver call failed
  * and a failed libfabric call or completion passes on libfabric's own code,
- * through fab_err_sys or fab_err_cq, which keep it from passing for one of
+ * through ofi_err_sys or ofi_err_cq, which keep it from passing for one of
  * the causes above where NCCL was told something else before.
  */
 /* The plugin's own code, above libfabric's range (FI_ERRNO_OFFSET..FI_ERRNO_MAX). */
-#define FAB_ECUDA 4096
+#define OFI_ECUDA 4096
 
 /* The cause a code stands for at the ABI face, the one list of them:
- * abi_result tells NCCL each apart, and fab_err_sys and fab_err_cq keep a
+ * abi_result tells NCCL each apart, and ofi_err_sys and ofi_err_cq keep a
  * provider's code from passing for one. */
-enum fab_err_cause {
-	FAB_CAUSE_OTHER = 0, /* libfabric or the system failed */
-	FAB_CAUSE_ARGUMENT,  /* -FI_EINVAL */
-	FAB_CAUSE_SIZE,      /* -FI_EMSGSIZE, -FI_ETRUNC */
-	FAB_CAUSE_PEER,      /* the peer is gone, refused, unreachable or silent */
-	FAB_CAUSE_BUG,       /* -FI_EOPBADSTATE */
-	FAB_CAUSE_CUDA,      /* -FAB_ECUDA */
+enum ofi_err_cause {
+	OFI_CAUSE_OTHER = 0, /* libfabric or the system failed */
+	OFI_CAUSE_ARGUMENT,  /* -FI_EINVAL */
+	OFI_CAUSE_SIZE,      /* -FI_EMSGSIZE, -FI_ETRUNC */
+	OFI_CAUSE_PEER,      /* the peer is gone, refused, unreachable or silent */
+	OFI_CAUSE_BUG,       /* -FI_EOPBADSTATE */
+	OFI_CAUSE_CUDA,      /* -OFI_ECUDA */
 };
 
-static inline enum fab_err_cause fab_err_cause(int rc)
+static inline enum ofi_err_cause ofi_err_cause(int rc)
 {
 	switch (-rc) {
 	case FI_EINVAL:
-		return FAB_CAUSE_ARGUMENT;
+		return OFI_CAUSE_ARGUMENT;
 	case FI_EMSGSIZE:
 	case FI_ETRUNC:
-		return FAB_CAUSE_SIZE;
+		return OFI_CAUSE_SIZE;
 	case FI_ECONNRESET:
 	case FI_ECONNREFUSED:
 	case FI_ECONNABORTED:
@@ -507,48 +507,48 @@ static inline enum fab_err_cause fab_err_cause(int rc)
 	case FI_ENETUNREACH:
 	case FI_ETIMEDOUT:
 	case FI_EIO:
-		return FAB_CAUSE_PEER;
+		return OFI_CAUSE_PEER;
 	case FI_EOPBADSTATE:
-		return FAB_CAUSE_BUG;
-	case FAB_ECUDA:
-		return FAB_CAUSE_CUDA;
+		return OFI_CAUSE_BUG;
+	case OFI_ECUDA:
+		return OFI_CAUSE_CUDA;
 	default:
-		return FAB_CAUSE_OTHER;
+		return OFI_CAUSE_OTHER;
 	}
 }
 
 /* The code to pass on where a libfabric or system call failed and NCCL is
  * told "system error": rc itself, unless rc is not negative or stands for a
- * cause of its own (fab_err_cause); then -FI_EOTHER. (The WARN that reports
+ * cause of its own (ofi_err_cause); then -FI_EOTHER. (The WARN that reports
  * the failure names rc.) */
-static inline int fab_err_sys(int rc)
+static inline int ofi_err_sys(int rc)
 {
-	return rc < 0 && fab_err_cause(rc) == FAB_CAUSE_OTHER ? rc : -FI_EOTHER;
+	return rc < 0 && ofi_err_cause(rc) == OFI_CAUSE_OTHER ? rc : -FI_EOTHER;
 }
 
 /* The code a failed completion leaves in its request, from err (positive
- * FI_*, fab_cq_err_code): -err, so libfabric's reason reaches the ABI face (a
+ * FI_*, ofi_cq_err_code): -err, so libfabric's reason reaches the ABI face (a
  * truncation or a lost peer keep their meaning there; a cancellation and the
  * rest are system errors), unless err is 0 or one of the causes the plugin
  * keeps for itself (a bad argument, a bug, CUDA); then -FI_EOTHER. */
-static inline int fab_err_cq(int err)
+static inline int ofi_err_cq(int err)
 {
 	if (err <= 0)
 		return -FI_EOTHER;
-	switch (fab_err_cause(-err)) {
-	case FAB_CAUSE_ARGUMENT:
-	case FAB_CAUSE_BUG:
-	case FAB_CAUSE_CUDA:
+	switch (ofi_err_cause(-err)) {
+	case OFI_CAUSE_ARGUMENT:
+	case OFI_CAUSE_BUG:
+	case OFI_CAUSE_CUDA:
 		return -FI_EOTHER;
 	default:
 		return -err;
 	}
 }
 
-/* Text for a negative libfabric code (fi_strerror), or for -FAB_ECUDA. */
-const char *fab_strerror(int rc);
+/* Text for a negative libfabric code (fi_strerror), or for -OFI_ECUDA. */
+const char *ofi_strerror(int rc);
 /* An error completion in words: libfabric's text and the provider's own. */
-void fab_cq_error_text(struct fab_ep *ep, const struct fi_cq_err_entry *err, char *buf,
+void ofi_cq_error_text(struct ofi_ep *ep, const struct fi_cq_err_entry *err, char *buf,
 		       size_t len);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * fab_discover.c - runs the policy's discovery plan through fi_getinfo and
+ * ofi_discover.c - runs the policy's discovery plan through fi_getinfo and
  * opens the probe endpoint. The decisions themselves are in policy/.
  */
 #include <stdio.h>
@@ -8,19 +8,19 @@
 
 #include <rdma/fi_cm.h>
 
-#include "fab/fab.h"
+#include "ofi/ofi.h"
 #include "log/log.h"
 #include "util/util.h"
 
-const char *fab_strerror(int rc)
+const char *ofi_strerror(int rc)
 {
 	int code = rc < 0 ? -rc : rc;
-	if (code == FAB_ECUDA)
+	if (code == OFI_ECUDA)
 		return "CUDA driver call failed";
 	return fi_strerror(code);
 }
 
-static struct fi_info *make_hints(const struct fab_attempt_plan *p)
+static struct fi_info *make_hints(const struct policy_attempt_plan *p)
 {
 	struct fi_info *h = fi_allocinfo();
 	if (!h)
@@ -36,16 +36,16 @@ static struct fi_info *make_hints(const struct fab_attempt_plan *p)
 	return h;
 }
 
-int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d)
+int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 {
-	struct fab_attempt_plan plan[FAB_POLICY_MAX_ATTEMPTS];
+	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	memset(d, 0, sizeof(*d));
 	d->runtime_version = fi_version();
 	d->build_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
-	d->nattempts = fab_policy_plan(cfg, d->runtime_version, plan);
+	d->nattempts = policy_plan(cfg, d->runtime_version, plan);
 
 	for (int a = 0; a < d->nattempts; a++) {
-		struct fab_attempt_result *r = &d->attempts[a];
+		struct policy_attempt_result *r = &d->attempts[a];
 		struct fi_info *hints = make_hints(&plan[a]);
 		struct fi_info *infos = NULL;
 		r->plan = plan[a];
@@ -56,13 +56,13 @@ int fab_discover(const struct fab_cfg *cfg, struct fab_discovery *d)
 		r->rc = fi_getinfo(plan[a].api_version, NULL, NULL, 0, hints, &infos);
 		r->infos = r->rc ? NULL : infos;
 		fi_freeinfo(hints);
-		FAB_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,
-			  r->rc ? fab_strerror(r->rc) : "entries returned");
+		LOG_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,
+			  r->rc ? ofi_strerror(r->rc) : "entries returned");
 	}
-	return fab_policy_select(d->attempts, d->nattempts, cfg, &d->sel) ? -FI_ENODATA : 0;
+	return policy_select(d->attempts, d->nattempts, cfg, &d->sel) ? -FI_ENODATA : 0;
 }
 
-struct fi_info *fab_info_with_caps(const struct fi_info *info, uint64_t caps)
+struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps)
 {
 	struct fi_info *h = fi_allocinfo(), *got = NULL, *out = NULL;
 	if (!h)
@@ -92,7 +92,7 @@ struct fi_info *fab_info_with_caps(const struct fi_info *info, uint64_t caps)
 	return out;
 }
 
-void fab_discovery_free(struct fab_discovery *d)
+void ofi_discovery_free(struct ofi_discovery *d)
 {
 	for (int a = 0; a < d->nattempts; a++) {
 		if (d->attempts[a].infos)
@@ -104,7 +104,7 @@ void fab_discovery_free(struct fab_discovery *d)
 	d->sel.ndevs = 0;
 }
 
-void fab_probe_run(const struct fi_info *info, struct fab_probe *probe)
+void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe)
 {
 	struct fid_fabric *fabric = NULL;
 	struct fid_domain *domain = NULL;
@@ -123,15 +123,15 @@ void fab_probe_run(const struct fi_info *info, struct fab_probe *probe)
 		return;
 	}
 	if ((rc = fi_fabric(copy->fabric_attr, &fabric, NULL))) {
-		snprintf(probe->error, sizeof(probe->error), "fi_fabric: %s", fab_strerror(rc));
+		snprintf(probe->error, sizeof(probe->error), "fi_fabric: %s", ofi_strerror(rc));
 		goto out;
 	}
 	if ((rc = fi_domain(fabric, copy, &domain, NULL))) {
-		snprintf(probe->error, sizeof(probe->error), "fi_domain: %s", fab_strerror(rc));
+		snprintf(probe->error, sizeof(probe->error), "fi_domain: %s", ofi_strerror(rc));
 		goto out;
 	}
 	if ((rc = fi_endpoint(domain, copy, &ep, NULL))) {
-		snprintf(probe->error, sizeof(probe->error), "fi_endpoint: %s", fab_strerror(rc));
+		snprintf(probe->error, sizeof(probe->error), "fi_endpoint: %s", ofi_strerror(rc));
 		goto out;
 	}
 	/* Bound like a real endpoint: ofi_rxm crashes closing an unbound one. */
@@ -141,20 +141,20 @@ void fab_probe_run(const struct fi_info *info, struct fab_probe *probe)
 	    (rc = fi_av_open(domain, &av_attr, &av, NULL)) ||
 	    (rc = fi_ep_bind(ep, &av->fid, 0)) ||
 	    (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) {
-		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s", fab_strerror(rc));
+		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s", ofi_strerror(rc));
 		goto out;
 	}
 	/* The option must be set before fi_enable (the 1.21 man page says so and
 	 * providers check it there). */
 	bool permitted = false;
 	probe->cuda_api_permitted_rc =
-		fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FAB_OPT_CUDA_API_PERMITTED, &permitted,
+		fi_setopt(&ep->fid, FI_OPT_ENDPOINT, POLICY_OPT_CUDA_API_PERMITTED, &permitted,
 			  sizeof(permitted));
 	/* Enabled like a real endpoint before anything is read back: shm and sm2
 	 * of libfabric 2.x dereference state made at fi_enable in fi_getopt. An
 	 * endpoint that does not enable is one NCCL could not use either. */
 	if ((rc = fi_enable(ep))) {
-		snprintf(probe->error, sizeof(probe->error), "fi_enable: %s", fab_strerror(rc));
+		snprintf(probe->error, sizeof(probe->error), "fi_enable: %s", ofi_strerror(rc));
 		goto out;
 	}
 	probe->opened = true;
