@@ -14,7 +14,7 @@
 #define ABI_H
 
 #include "nccl/nccl_net.h"
-#include "core/plugin.h"
+#include "core/core.h"
 
 /* 0 or a negative FI_* code (ofi/ofi.h, "Errors") as NCCL's result. */
 ncclResult_t abi_result(int rc);

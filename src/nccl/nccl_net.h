@@ -4,11 +4,12 @@
  * header, so the plugin carries its own; the static asserts at the end pin every
  * struct to the size NCCL's own headers give on x86_64.
  *
- * Only this header and the abi/ adapters know these types. The rest of the plugin
- * speaks the internal API in core/plugin.h.
+ * NCCL's vocabulary, below every layer: the abi/ adapters translate these
+ * tables, log/ uses NCCL's logger, and the internal API (net/net.h) names
+ * the types it shares with NCCL.
  */
-#ifndef NCCL_FABRIC_NET_ABI_H
-#define NCCL_FABRIC_NET_ABI_H
+#ifndef NCCL_NET_H
+#define NCCL_NET_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -448,4 +449,4 @@ _Static_assert(sizeof(ncclNet_v11_t) == 176, "table v11");
 _Static_assert(sizeof(ncclNet_v12_t) == 176, "table v12");
 #endif
 
-#endif /* NCCL_FABRIC_NET_ABI_H */
+#endif /* NCCL_NET_H */

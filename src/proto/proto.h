@@ -24,7 +24,11 @@
 
 #include <stdatomic.h>
 
-#include "core/plugin.h"
+#include <limits.h>
+#include <pthread.h>
+
+#include "net/net.h"
+#include "policy/policy.h"
 #include "ofi/ofi.h"
 #include "proto/proto_cts.h"
 #include "proto/proto_tag.h"
@@ -70,6 +74,39 @@
  * buffer) and a peer that closed its end. */
 #define PROTO_PING_NS (1ULL * 1000000000ULL)
 
+
+/* One NCCL device: the data path's configuration, fixed at init by core, and
+ * its libfabric domain, opened at first use. */
+struct proto_device {
+	int index;
+	struct policy_dev_choice choice;
+	const struct fi_info *info;   /* the entry endpoints are opened with */
+	struct fi_info *directed_info;/* info asked again with FI_DIRECTED_RECV (owned), or NULL */
+	bool hmem;                    /* GPU buffers go to this device */
+	struct net_props props;
+	char pci_path[PATH_MAX];
+	char speed_source[64];
+	struct proto_tag_layout layout;
+	uint64_t prov_hash;
+	/* what the data path reads, fixed at init: no global lookups per message */
+	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX */
+	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
+	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
+	int flush;                    /* enum policy_flush_method, for GPU buffers */
+	bool dmabuf;                  /* DMA-BUF registration offered */
+	const char *provider;         /* the selected provider's name (discovery's) */
+	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
+	bool rma_cfg;                 /* NCCL_FABRIC_RMA */
+	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
+	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
+	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
+	bool progress_threads;
+	char rails_reason[POLICY_REASON_LEN];
+	char eager_reason[96];
+	pthread_mutex_t open_lock;
+	struct ofi_domain *dom;       /* NULL until first use */
+	char open_error[POLICY_REASON_LEN];
+};
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 
@@ -269,6 +306,9 @@ void proto_comm_retire(struct proto_comm *c);
 void proto_comm_cancel_locked(struct proto_comm *c);
 /* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
+/* The device table listen and connect look devices up in: core's, from init
+ * to finalize (NULL then). */
+void proto_devices_set(struct proto_device *devs, int ndevs);
 /* Closes connects NCCL started and never finished (finalize). */
 void proto_pending_connects_close(int dev_index);
 /* Opens the device's domain on first use (the device's own lock). */

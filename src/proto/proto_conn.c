@@ -602,18 +602,29 @@ static uint64_t random_u64(void)
 	return v;
 }
 
+/* The device table core hands over at init (proto_devices_set). */
+static struct proto_device *devices;
+static int ndevices;
+
+void proto_devices_set(struct proto_device *devs, int ndevs)
+{
+	__atomic_store_n(&ndevices, devs ? ndevs : 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&devices, devs, __ATOMIC_RELEASE);
+}
+
 static struct proto_device *device_of(int dev, const char *what)
 {
-	struct core_plugin *p = core_plugin_get();
-	if (!p) {
+	struct proto_device *devs = __atomic_load_n(&devices, __ATOMIC_ACQUIRE);
+	int n = __atomic_load_n(&ndevices, __ATOMIC_ACQUIRE);
+	if (!devs) {
 		LOG_WARN(NCCL_NET, "%s called before init", what);
 		return NULL;
 	}
-	if (dev < 0 || dev >= p->ndevs) {
-		LOG_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, p->ndevs);
+	if (dev < 0 || dev >= n) {
+		LOG_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, n);
 		return NULL;
 	}
-	return &p->devs[dev];
+	return &devs[dev];
 }
 
 /* Grows pool `pool` of ep to want receives, within 1/share of the provider's

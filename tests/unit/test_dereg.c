@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plugin.h"
+#include "core/core.h"
 #include "unit.h"
 #include "unit_pair.h"
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "abi/abi.h"
-#include "core/plugin.h"
+#include "core/core.h"
 #include "unit.h"
 #include "unit_pair.h"
 

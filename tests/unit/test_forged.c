@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "abi/abi.h"
-#include "core/plugin.h"
+#include "core/core.h"
 #include "log/log.h"
 #include "proto/proto_wire.h"
 #include "unit.h"

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/plugin.h"
+#include "core/core.h"
 #include "proto/proto.h"
 #include "proto/proto_wire.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plugin.h"
+#include "core/core.h"
 #include "unit.h"
 
 #define ROUTE_A (0x8000000000000000ULL | 1ULL << 40)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/plugin.h"
+#include "core/core.h"
 #include "unit.h"
 
 int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, double timeout_s)

@@ -1,5 +1,5 @@
 /*
- * report.c - the story nccl-fabric-info prints: what libfabric offered, what
+ * core_report.c - the story nccl-fabric-info prints: what libfabric offered, what
  * was kept and why, the devices NCCL sees, and the GPU-memory decision. It is
  * written from the same structures the plugin decides with, so the tool and
  * the INFO log can never disagree.
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plugin.h"
+#include "core/core.h"
 #include "cuda/cuda_drv.h"
 #include "nccl_fabric_tools.h"
 #include "log/log.h"

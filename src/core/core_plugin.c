@@ -1,12 +1,12 @@
 /*
- * plugin.c - the plugin context: init, finalize, devices and their properties.
+ * core_plugin.c - the plugin context: init, finalize, devices and their properties.
  *
  * init runs discovery and the GPU-memory policy once, so getProperties tells
  * NCCL the truth from the first call; later inits (one per communicator in
  * v11+) take a reference. The last finalize closes every libfabric object and
  * frees everything, so NCCL can dlclose the plugin and load it again.
  */
-#include "core/plugin.h"
+#include "core/core.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -329,6 +329,7 @@ int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t 
 			pthread_mutex_unlock(&plugin_lock);
 			return rc;
 		}
+		proto_devices_set(p->devs, p->ndevs);
 		__atomic_store_n(&plugin, p, __ATOMIC_RELEASE);
 		log_decision(p);
 	}
@@ -361,6 +362,7 @@ int net_finalize(void *ctx)
 	if (plugin && --plugin->refs == 0) {
 		struct core_plugin *p = plugin;
 		__atomic_store_n(&plugin, NULL, __ATOMIC_RELEASE);
+		proto_devices_set(NULL, 0);
 		plugin_free(p);
 		LOG_INFO(NCCL_INIT | NCCL_NET, "finalized: every libfabric object closed");
 		log_set_logger(NULL);

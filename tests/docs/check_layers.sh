@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every #include in src/ points to its own folder or to a layer below it.
+# The order, top to bottom, is the one src/README.md draws.
+#   check_layers.sh SRC_DIR
+set -uo pipefail
+src=${1:?usage: check_layers.sh SRC_DIR}
+order=(abi core proto ofi cuda policy cfg log util net nccl)
+rank() {
+  local i
+  for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done
+  echo -1
+}
+bad=0 n=0
+for dir in "$src"/*/; do
+  layer=$(basename "$dir")
+  lr=$(rank "$layer")
+  if [ "$lr" -lt 0 ]; then
+    echo "FAIL: src/$layer is not in the layer order (tests/docs/check_layers.sh, src/README.md)"
+    bad=$((bad + 1))
+    continue
+  fi
+  while IFS=: read -r file _ inc; do
+    target=$(sed -E 's/.*#include "([^/"]+)\/.*/\1/' <<<"$inc")
+    [ "$target" = "$inc" ] && continue # no folder: a public header in include/
+    n=$((n + 1))
+    [ "$target" = "$layer" ] && continue
+    tr=$(rank "$target")
+    if [ "$tr" -le "$lr" ]; then
+      echo "FAIL: ${file#"$src"/} includes $target/, a layer above $layer/"
+      bad=$((bad + 1))
+    fi
+  done < <(grep -n '^#include "' "$dir"*.[ch] /dev/null)
+done
+[ "$n" -gt 0 ] || { echo "FAIL: no include found under $src"; exit 1; }
+echo "$n includes checked, $bad pointing upward"
+[ "$bad" = 0 ]
