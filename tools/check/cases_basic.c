@@ -59,6 +59,12 @@ static int ck_props_one(ck_t *ck, int dev, fh_props_t *p)
 			return fh_fail(r, "dev %d: maxCollBytes %zu not in (0, 1 TiB]", dev,
 				       p->maxCollBytes);
 	}
+	/* v12 (NCCL 2.30): NCCL groups NICs by railId and planeId and takes 0 as a
+	 * real rail, so a plugin that knows neither must say NCCL_NET_ID_UNDEF. */
+	if ((p->have & FH_HAVE_RAIL) && (p->railId != -1 || p->planeId != -1))
+		return fh_fail(r, "dev %d: railId %d, planeId %d: a plugin that does not know the "
+				  "host's rails reports -1 (NCCL_NET_ID_UNDEF) for both",
+			       dev, p->railId, p->planeId);
 	if ((p->have & FH_HAVE_MULTIREQ) && p->maxMultiRequestSize != 1)
 		return fh_fail(r, "dev %d: maxMultiRequestSize is %d (1 unless the plugin supports "
 				  "multi-requests)",
@@ -405,7 +411,7 @@ static int ck_retry_null(ck_t *ck)
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
 
 static const ck_case_t ck_basic[] = {
-	{"init/properties", "devices/getProperties plausible, unique names, v9+ vProps", 1, ALLV,
+	{"init/properties", "devices/getProperties plausible, unique names, v9+ vProps, v12 rail/plane", 1, ALLV,
 	 0, 0, ck_init_properties, 0},
 	{"connect/self", "connect+accept alternately on one thread through one listen handle", 1,
 	 ALLV, 0, 0, ck_connect_self, 0},
