@@ -30,9 +30,28 @@
 #define T11(net) ((const ncclNet_v11_t *)(net)->table)
 #define T12(net) ((const ncclNet_v12_t *)(net)->table)
 
+/* Every switch on the version below has a case for each of these versions
+ * and no other. Raising FH_VERSION_MAX stops the build here until the new
+ * version has its case in each switch (src/abi/README.md has the list). */
+_Static_assert(FH_VERSION_MIN == 6 && FH_VERSION_MAX == 12,
+	       "fh_net.c drives table versions 6..12: give a new version its case in every "
+	       "switch on net->version in tools/harness/fh_net.c");
+
+/* A version no switch here has a case for: said on stderr and an error for
+ * the caller, never taken as the newest version's table. */
+static ncclResult_t fh_net_unknown_version(const fh_net_t *net, const char *call)
+{
+	fprintf(stderr,
+		"harness: %s: NCCL net table version %d is unknown here (the harness drives "
+		"versions %d..%d); add its case to each switch in tools/harness/fh_net.c\n",
+		call, net->version, FH_VERSION_MIN, FH_VERSION_MAX);
+	return ncclInternalError;
+}
+
 /* Run the statement with `t` bound to the version's table type; only for
- * members whose signature is the same in every version that has them. */
-#define FH_DISPATCH(net, t, ...)                                                         \
+ * members whose signature is the same in every version that has them. An
+ * unknown version runs `unknown` instead. */
+#define FH_DISPATCH(net, t, unknown, ...)                                                \
 	do {                                                                              \
 		switch ((net)->version) {                                                 \
 		case 6: { const ncclNet_v6_t *t = T6(net); __VA_ARGS__; } break;          \
@@ -41,23 +60,28 @@
 		case 9: { const ncclNet_v9_t *t = T9(net); __VA_ARGS__; } break;          \
 		case 10: { const ncclNet_v10_t *t = T10(net); __VA_ARGS__; } break;       \
 		case 11: { const ncclNet_v11_t *t = T11(net); __VA_ARGS__; } break;       \
-		default: { const ncclNet_v12_t *t = T12(net); __VA_ARGS__; } break;       \
+		case 12: { const ncclNet_v12_t *t = T12(net); __VA_ARGS__; } break;       \
+		default: unknown; break;                                                  \
 		}                                                                         \
 	} while (0)
 
-/* Same, for members that only exist from v7 on. */
-#define FH_DISPATCH7(net, t, ...)                                                        \
+/* Same, for members that only exist from v7 on (v6: nothing runs). */
+#define FH_DISPATCH7(net, t, unknown, ...)                                               \
 	do {                                                                              \
 		switch ((net)->version) {                                                 \
+		case 6: break;                                                            \
 		case 7: { const ncclNet_v7_t *t = T7(net); __VA_ARGS__; } break;          \
 		case 8: { const ncclNet_v8_t *t = T8(net); __VA_ARGS__; } break;          \
 		case 9: { const ncclNet_v9_t *t = T9(net); __VA_ARGS__; } break;          \
 		case 10: { const ncclNet_v10_t *t = T10(net); __VA_ARGS__; } break;       \
 		case 11: { const ncclNet_v11_t *t = T11(net); __VA_ARGS__; } break;       \
 		case 12: { const ncclNet_v12_t *t = T12(net); __VA_ARGS__; } break;       \
-		default: break;                                                           \
+		default: unknown; break;                                                  \
 		}                                                                         \
 	} while (0)
+
+/* The unknown-version action of a dispatch whose result is `rc`. */
+#define FH_UNKNOWN_RC(net, rc) (rc) = fh_net_unknown_version((net), __func__)
 
 const char *fh_result_str(ncclResult_t rc)
 {
@@ -120,7 +144,7 @@ int fh_plugin_locate(const char *cli, char *out, size_t outlen)
 static const char *fh_net_missing_member(const fh_net_t *net)
 {
 	const char *missing = NULL;
-	FH_DISPATCH(net, t,
+	FH_DISPATCH(net, t, missing = "(every member: unknown version)",
 		    if (!t->name) missing = "name";
 		    else if (!t->init) missing = "init";
 		    else if (!t->devices) missing = "devices";
@@ -137,9 +161,7 @@ static const char *fh_net_missing_member(const fh_net_t *net)
 		    else if (!t->closeSend) missing = "closeSend";
 		    else if (!t->closeRecv) missing = "closeRecv";
 		    else if (!t->closeListen) missing = "closeListen");
-	if (!missing && net->version == 11 && !T11(net)->finalize)
-		missing = "finalize";
-	if (!missing && net->version == 12 && !T12(net)->finalize)
+	if (!missing && net->version >= 11 && !fh_net_has_finalize(net))
 		missing = "finalize";
 	return missing;
 }
@@ -148,7 +170,8 @@ int fh_net_open(fh_net_t *net, const char *path, int version, char *err, size_t 
 {
 	memset(net, 0, sizeof(*net));
 	if (version < FH_VERSION_MIN || version > FH_VERSION_MAX) {
-		snprintf(err, errlen, "unsupported table version %d", version);
+		snprintf(err, errlen, "NCCL net table version %d is not supported: the harness drives "
+			 "versions %d..%d", version, FH_VERSION_MIN, FH_VERSION_MAX);
 		return -1;
 	}
 	net->version = version;
@@ -197,7 +220,7 @@ void fh_net_unload(fh_net_t *net)
 const char *fh_net_name(const fh_net_t *net)
 {
 	const char *name = NULL;
-	FH_DISPATCH(net, t, name = t->name);
+	FH_DISPATCH(net, t, (void)fh_net_unknown_version(net, __func__), name = t->name);
 	return name;
 }
 
@@ -218,36 +241,43 @@ const ncclFabricTools_v1_t *fh_net_tools(const fh_net_t *net)
 
 int fh_net_has_finalize(const fh_net_t *net)
 {
-	if (net->version == 11)
-		return T11(net)->finalize != NULL;
-	if (net->version == 12)
-		return T12(net)->finalize != NULL;
-	return 0;
+	switch (net->version) {
+	case 6: case 7: case 8: case 9: case 10: return 0; /* no finalize member */
+	case 11: return T11(net)->finalize != NULL;
+	case 12: return T12(net)->finalize != NULL;
+	default: (void)fh_net_unknown_version(net, __func__); return 0;
+	}
 }
 
 int fh_net_has_optional(const fh_net_t *net, const char *member)
 {
 	int has = 0;
+	int bad = 0; /* a version no case knows */
 	if (!strcmp(member, "regMrDmaBuf"))
-		FH_DISPATCH(net, t, has = t->regMrDmaBuf != NULL);
+		FH_DISPATCH(net, t, bad = 1, has = t->regMrDmaBuf != NULL);
 	else if (!strcmp(member, "getDeviceMr"))
-		FH_DISPATCH7(net, t, has = t->getDeviceMr != NULL);
+		FH_DISPATCH7(net, t, bad = 1, has = t->getDeviceMr != NULL);
 	else if (!strcmp(member, "irecvConsumed"))
-		FH_DISPATCH7(net, t, has = t->irecvConsumed != NULL);
+		FH_DISPATCH7(net, t, bad = 1, has = t->irecvConsumed != NULL);
 	else if (!strcmp(member, "makeVDevice")) {
 		switch (net->version) {
+		case 6: case 7: case 8: break; /* no such member */
 		case 9: has = T9(net)->makeVDevice != NULL; break;
 		case 10: has = T10(net)->makeVDevice != NULL; break;
 		case 11: has = T11(net)->makeVDevice != NULL; break;
 		case 12: has = T12(net)->makeVDevice != NULL; break;
-		default: break;
+		default: bad = 1; break;
 		}
 	} else if (!strcmp(member, "setNetAttr")) {
-		if (net->version == 11)
-			has = T11(net)->setNetAttr != NULL;
-		else if (net->version == 12)
-			has = T12(net)->setNetAttr != NULL;
+		switch (net->version) {
+		case 6: case 7: case 8: case 9: case 10: break; /* no such member */
+		case 11: has = T11(net)->setNetAttr != NULL; break;
+		case 12: has = T12(net)->setNetAttr != NULL; break;
+		default: bad = 1; break;
+		}
 	}
+	if (bad)
+		(void)fh_net_unknown_version(net, __func__);
 	return has;
 }
 
@@ -277,8 +307,10 @@ ncclResult_t fh_net_init_ctx(fh_net_t *net, void **ctx)
 	case 10: return T10(net)->init(fh_logger, fh_profiler_cb);
 	case 11:
 		return T11(net)->init(ctx, net->comm_id++, &net->config, fh_logger, fh_profiler_cb);
-	default:
+	case 12:
 		return T12(net)->init(ctx, net->comm_id++, &net->config, fh_logger, fh_profiler_cb);
+	default:
+		return fh_net_unknown_version(net, __func__);
 	}
 }
 
@@ -290,17 +322,18 @@ ncclResult_t fh_net_init(fh_net_t *net)
 
 ncclResult_t fh_net_finalize(fh_net_t *net, void *ctx)
 {
-	if (net->version == 11)
-		return T11(net)->finalize(ctx);
-	if (net->version == 12)
-		return T12(net)->finalize(ctx);
-	return ncclSuccess;
+	switch (net->version) {
+	case 6: case 7: case 8: case 9: case 10: return ncclSuccess; /* no finalize member */
+	case 11: return T11(net)->finalize(ctx);
+	case 12: return T12(net)->finalize(ctx);
+	default: return fh_net_unknown_version(net, __func__);
+	}
 }
 
 ncclResult_t fh_net_devices(fh_net_t *net, int *ndev)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->devices(ndev));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->devices(ndev));
 	return rc;
 }
 
@@ -384,7 +417,7 @@ ncclResult_t fh_net_get_properties(fh_net_t *net, int dev, fh_props_t *p)
 		p->have = FH_HAVE_NETDEVICE | FH_HAVE_REGISGLOBAL | FH_HAVE_V9 | FH_HAVE_MULTIREQ;
 		break;
 	}
-	default: {
+	case 12: {
 		ncclNetProperties_v12_t q;
 		memset(&q, 0, sizeof(q));
 		rc = T12(net)->getProperties(dev, &q);
@@ -396,6 +429,8 @@ ncclResult_t fh_net_get_properties(fh_net_t *net, int dev, fh_props_t *p)
 			  FH_HAVE_RAIL;
 		break;
 	}
+	default:
+		return fh_net_unknown_version(net, __func__);
 	}
 	if (rc == ncclSuccess && (p->have & FH_HAVE_NETDEVICE))
 		net->props_device_type = p->netDeviceType;
@@ -413,7 +448,8 @@ ncclResult_t fh_net_listen(fh_net_t *net, void *ctx, int dev, void *handle, void
 	case 9: return T9(net)->listen(dev, handle, lcomm);
 	case 10: return T10(net)->listen(dev, handle, lcomm);
 	case 11: return T11(net)->listen(ctx, dev, handle, lcomm);
-	default: return T12(net)->listen(ctx, dev, handle, lcomm);
+	case 12: return T12(net)->listen(ctx, dev, handle, lcomm);
+	default: return fh_net_unknown_version(net, __func__);
 	}
 }
 
@@ -439,7 +475,8 @@ ncclResult_t fh_net_connect(fh_net_t *net, void *ctx, int dev, void *handle, voi
 	case 9: rc = T9(net)->connect(dev, handle, scomm, dhp); break;
 	case 10: rc = T10(net)->connect(dev, &net->config, handle, scomm, dhp); break;
 	case 11: rc = T11(net)->connect(ctx, dev, handle, scomm, dhp); break;
-	default: rc = T12(net)->connect(ctx, dev, handle, scomm, dhp); break;
+	case 12: rc = T12(net)->connect(ctx, dev, handle, scomm, dhp); break;
+	default: return fh_net_unknown_version(net, __func__);
 	}
 	if (rc == ncclSuccess && *scomm)
 		fh_net_note_devcomm(net, dh);
@@ -453,7 +490,7 @@ ncclResult_t fh_net_accept(fh_net_t *net, void *lcomm, void **rcomm)
 	ncclNetDeviceHandle_t *dh = NULL;
 	ncclNetDeviceHandle_t **dhp = net->devcomm_mode == FH_DEVCOMM_NULL ? NULL : &dh;
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH7(net, t, rc = t->accept(lcomm, rcomm, dhp));
+	FH_DISPATCH7(net, t, FH_UNKNOWN_RC(net, rc), rc = t->accept(lcomm, rcomm, dhp));
 	if (rc == ncclSuccess && *rcomm)
 		fh_net_note_devcomm(net, dh);
 	return rc;
@@ -462,31 +499,32 @@ ncclResult_t fh_net_accept(fh_net_t *net, void *lcomm, void **rcomm)
 ncclResult_t fh_net_close_send(fh_net_t *net, void *scomm)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->closeSend(scomm));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeSend(scomm));
 	return rc;
 }
 
 ncclResult_t fh_net_close_recv(fh_net_t *net, void *rcomm)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->closeRecv(rcomm));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeRecv(rcomm));
 	return rc;
 }
 
 ncclResult_t fh_net_close_listen(fh_net_t *net, void *lcomm)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->closeListen(lcomm));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeListen(lcomm));
 	return rc;
 }
 
 ncclResult_t fh_net_set_net_attr(fh_net_t *net, void *ctx, ncclNetAttr_t *attr)
 {
-	if (net->version == 11 && T11(net)->setNetAttr)
-		return T11(net)->setNetAttr(ctx, attr);
-	if (net->version == 12 && T12(net)->setNetAttr)
-		return T12(net)->setNetAttr(ctx, attr);
-	return ncclInvalidUsage;
+	switch (net->version) {
+	case 6: case 7: case 8: case 9: case 10: return ncclInvalidUsage; /* no such member */
+	case 11: return T11(net)->setNetAttr ? T11(net)->setNetAttr(ctx, attr) : ncclInvalidUsage;
+	case 12: return T12(net)->setNetAttr ? T12(net)->setNetAttr(ctx, attr) : ncclInvalidUsage;
+	default: return fh_net_unknown_version(net, __func__);
+	}
 }
 
 /* ------------------------------------------------------------ memory */
@@ -506,7 +544,8 @@ ncclResult_t fh_net_reg_mr(fh_net_t *net, void *comm, void *data, size_t size, i
 	case 9: rc = T9(net)->regMr(comm, data, size, type, mhandle); break;
 	case 10: rc = T10(net)->regMr(comm, data, size, type, mhandle); break;
 	case 11: rc = T11(net)->regMr(comm, data, size, type, mhandle); break;
-	default: rc = T12(net)->regMr(comm, data, size, type, mhandle); break;
+	case 12: rc = T12(net)->regMr(comm, data, size, type, mhandle); break;
+	default: rc = fh_net_unknown_version(net, __func__); break;
 	}
 	return rc;
 }
@@ -514,7 +553,7 @@ ncclResult_t fh_net_reg_mr(fh_net_t *net, void *comm, void *data, size_t size, i
 ncclResult_t fh_net_dereg_mr(fh_net_t *net, void *comm, void *mhandle)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->deregMr(comm, mhandle));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->deregMr(comm, mhandle));
 	return rc;
 }
 
@@ -530,7 +569,8 @@ ncclResult_t fh_net_isend(fh_net_t *net, void *scomm, void *data, size_t size, i
 		switch (net->version) {
 		case 6: rc = T6(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
 		case 7: rc = T7(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
-		default: rc = T8(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
+		case 8: rc = T8(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
+		default: rc = fh_net_unknown_version(net, __func__); break;
 		}
 		return rc;
 	}
@@ -538,7 +578,8 @@ ncclResult_t fh_net_isend(fh_net_t *net, void *scomm, void *data, size_t size, i
 	case 9: return T9(net)->isend(scomm, data, size, tag, mhandle, request);
 	case 10: return T10(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
 	case 11: return T11(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
-	default: return T12(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
+	case 12: return T12(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
+	default: return fh_net_unknown_version(net, __func__);
 	}
 }
 
@@ -557,7 +598,8 @@ ncclResult_t fh_net_irecv(fh_net_t *net, void *rcomm, int n, void **data, size_t
 		switch (net->version) {
 		case 6: return T6(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
 		case 7: return T7(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
-		default: return T8(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
+		case 8: return T8(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
+		default: return fh_net_unknown_version(net, __func__);
 		}
 	}
 	/* NCCL 2.24+ may pre-store this to say "completion optional"; the plugin
@@ -568,7 +610,8 @@ ncclResult_t fh_net_irecv(fh_net_t *net, void *rcomm, int n, void **data, size_t
 	case 9: return T9(net)->irecv(rcomm, n, data, sizes, tags, mhandles, request);
 	case 10: return T10(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
 	case 11: return T11(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
-	default: return T12(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
+	case 12: return T12(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
+	default: return fh_net_unknown_version(net, __func__);
 	}
 }
 
@@ -576,13 +619,13 @@ ncclResult_t fh_net_iflush(fh_net_t *net, void *rcomm, int n, void **data, int *
 			   void **mhandles, void **request)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->iflush(rcomm, n, data, sizes, mhandles, request));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->iflush(rcomm, n, data, sizes, mhandles, request));
 	return rc;
 }
 
 ncclResult_t fh_net_test(fh_net_t *net, void *request, int *done, int *sizes)
 {
 	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, rc = t->test(request, done, sizes));
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->test(request, done, sizes));
 	return rc;
 }
