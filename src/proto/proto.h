@@ -200,7 +200,7 @@ struct proto_recv_req {
 	uint64_t flush_addr, flush_key;
 };
 
-enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };
+enum proto_send_state { PROTO_CONNECTING, PROTO_READY };
 
 struct proto_send {
 	struct proto_comm c;
@@ -285,7 +285,9 @@ void proto_comm_retire(struct proto_comm *c);
  * its operations runs meanwhile. */
 void proto_comm_lock_rails(struct proto_comm *c);
 void proto_comm_unlock_rails(struct proto_comm *c);
-/* Cancels every operation of the comm still posted (caller holds no locks). */
+/* Cancels every operation of the comm still posted. The caller holds the CQ
+ * locks of all the comm's rails (proto_comm_lock_rails), so no completion
+ * runs while it cancels. */
 void proto_comm_cancel_locked(struct proto_comm *c);
 
 /* Progresses the comm's home rail (the data path); negative on a CQ failure. */

@@ -209,8 +209,8 @@ int net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
 	/* Connection requests should find a posted receive: the pool grows with
 	 * the listen comms open on the device, within an eighth of the
 	 * provider's receive queue (the CTS pool may take half, the answers'
-	 * pool a sixteenth; the data receives need the rest: shm has 1024 in
-	 * all, and many-comms/320 posts 640 of them). */
+	 * pool a sixteenth; the data receives need the rest, and hundreds of
+	 * connections fill most of a small queue such as shm's). */
 	int listens = proto_listen_count(l);
 	if (pool_reserve_share(l->c.ep, PROTO_POOL_CONNECT, PROTO_CONNECT_POOL,
 			       PROTO_CONNECT_POOL + listens, 8))
@@ -431,8 +431,7 @@ static int send_create(struct proto_device *dev, const struct proto_handle *h,
 	 * pool: keep PROTO_CTS_PER_SEND receives posted per comm, so hundreds of
 	 * connections between one pair never leave a CTS without a receive (shm
 	 * of 1.17 never matches a CTS that arrived before a receive was posted for
-	 * it: with 320 connections and 128 receives, the sends behind the lost
-	 * ones waited forever). */
+	 * it: the sends behind a lost CTS would wait forever). */
 	int objects = ofi_domain_nobjs(dom);
 	/* ... within half of the provider's receive queue. CTS take every rail. */
 	int want = PROTO_CTS_POOL + PROTO_CTS_PER_SEND * objects;
@@ -718,6 +717,14 @@ static int recv_create(struct proto_listen *l, const struct proto_msg *req,
 	return 0;
 }
 
+/* NCCL calls accept over and over while it waits for a connection, and
+ * NCCL_FABRIC_TIMEOUT counts from the first call of such a run. Calls further
+ * apart than this belong to different waits (the listen comm lay idle in
+ * between, e.g. until NCCL needed its next connection), and the count starts
+ * again. 5 s: far longer than NCCL takes between two calls of one wait (it
+ * retries at once), and short beside NCCL_FABRIC_TIMEOUT's default. */
+#define PROTO_ACCEPT_RUN_GAP_NS (5ULL * 1000000000ULL)
+
 int net_accept(void *listen_comm, void **recv_comm)
 {
 	*recv_comm = NULL;
@@ -742,7 +749,7 @@ int net_accept(void *listen_comm, void **recv_comm)
 			got = listen_pop(l, &req);
 		}
 		if (!got) {
-			if (!l->wait_start_ns || now - l->last_call_ns > 5000000000ULL)
+			if (!l->wait_start_ns || now - l->last_call_ns > PROTO_ACCEPT_RUN_GAP_NS)
 				l->wait_start_ns = now;
 			l->last_call_ns = now;
 			uint64_t limit = dev->timeout_ns;
