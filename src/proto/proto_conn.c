@@ -183,7 +183,7 @@ out:
 		send_reject(dev, ep, m, reason);
 }
 
-int net_listen(void *ctx, int dev_index, void *handle, void **listen_comm)
+int net_listen(int dev_index, void *handle, void **listen_comm)
 {
 	*listen_comm = NULL;
 	struct proto_device *dev = proto_device_of(dev_index, "listen");
@@ -554,7 +554,7 @@ static int send_advance(struct proto_send *s)
 	return 0;
 }
 
-int net_connect(void *ctx, int dev_index, int traffic_class, void *handle, void **send_comm)
+int net_connect(int dev_index, void *handle, void **send_comm)
 {
 	*send_comm = NULL;
 	struct proto_device *dev = proto_device_of(dev_index, "connect");

@@ -37,11 +37,11 @@ static int test_bad_arguments(void)
 	int tag = 1, done = 0, isize = (int)sizeof(buf);
 	CHECK_RC(net_get_properties(-1, &props), -FI_EINVAL, ncclInvalidArgument);
 	CHECK_RC(net_get_properties(p->ndevs, &props), -FI_EINVAL, ncclInvalidArgument);
-	CHECK_RC(net_listen(NULL, p->ndevs, handle, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_listen(p->ndevs, handle, &out), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(out == NULL);
-	CHECK_RC(net_connect(NULL, 0, 0, NULL, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_connect(0, NULL, &out), -FI_EINVAL, ncclInvalidArgument);
 	memset(handle, 0, sizeof(handle)); /* no magic: not a handle of this plugin */
-	CHECK_RC(net_connect(NULL, 0, 0, handle, &out), -FI_EINVAL, ncclInvalidArgument);
+	CHECK_RC(net_connect(0, handle, &out), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(out == NULL);
 	CHECK_RC(net_accept(sc, &out), -FI_EINVAL, ncclInvalidArgument);
 	/* each comm where another kind belongs */
