@@ -233,20 +233,14 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	if (e)
 		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
-		/* The sender's stand-in for a message larger than this buffer. */
-		uint64_t sent = 0;
-		if (e->len == sizeof(sent))
-			memcpy(&sent, bounce ? bounce->mem : q->data[i], sizeof(sent));
-		char what[64];
-		if (sent)
-			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
-		else
-			snprintf(what, sizeof(what), "a larger message");
+		/* The sender's stand-in for a message larger than this buffer. Its
+		 * payload (the sender's size) comes from the peer and is not
+		 * printed: the sender's own WARN names the size. */
 		LOG_WARN(NCCL_NET,
-			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
-			 "nothing was written past the buffer. Both ranks must run the same NCCL "
-			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
-			 r->peer_text, what, q->posted[i], q->tags[i]);
+			 "receive from %s: the sender had a message larger than this buffer of %zu "
+			 "bytes (NCCL tag %d); nothing was written past the buffer. Both ranks must "
+			 "run the same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+			 r->peer_text, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, -FI_EMSGSIZE);
 	} else if (e && bounce && e->len > q->posted[i]) {
 		LOG_WARN(NCCL_NET,
