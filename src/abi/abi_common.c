@@ -54,26 +54,26 @@ ncclResult_t abi_result(int rc)
 ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)
 {
 	/* v6..v10: one init per process and no finalize; the context lives until exit. */
-	return abi_result(net_init(NULL, 0, NCCL_NET_TRAFFIC_CLASS_UNDEF, logger));
+	return abi_result(net_init(NULL, logger));
 }
 
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
 {
+	(void)comm_id; /* the plugin neither keys state on it nor sets a traffic class */
+	(void)config;
 	(void)prof;
-	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-	return abi_result(net_init(ctx, comm_id, tc, logger));
+	return abi_result(net_init(ctx, logger));
 }
 
 ncclResult_t abi_listen_legacy(int dev, void *handle, void **listen_comm)
 {
-	return abi_result(net_listen(NULL, dev, handle, listen_comm));
+	return abi_result(net_listen(dev, handle, listen_comm));
 }
 
 ncclResult_t abi_connect_v6(int dev, void *handle, void **send_comm)
 {
-	return abi_result(
-		net_connect(NULL, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
+	return abi_result(net_connect(dev, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
@@ -87,19 +87,19 @@ ncclResult_t abi_connect_v7(int dev, void *handle, void **send_comm,
 ncclResult_t abi_connect_v10(int dev, ncclNetCommConfig_t *config, void *handle,
 			     void **send_comm, ncclNetDeviceHandle_t **send_dev_comm)
 {
+	(void)config; /* its traffic class is not acted on */
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
-	int tc = config ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF;
-	return abi_result(net_connect(NULL, dev, tc, handle, send_comm));
+	return abi_result(net_connect(dev, handle, send_comm));
 }
 
 ncclResult_t abi_connect_v11(void *ctx, int dev, void *handle, void **send_comm,
 			     ncclNetDeviceHandle_t **send_dev_comm)
 {
+	(void)ctx; /* one plugin state for every context */
 	if (send_dev_comm)
 		*send_dev_comm = NULL;
-	return abi_result(
-		net_connect(ctx, dev, NCCL_NET_TRAFFIC_CLASS_UNDEF, handle, send_comm));
+	return abi_result(net_connect(dev, handle, send_comm));
 }
 
 ncclResult_t abi_accept_v7(void *listen_comm, void **recv_comm,
@@ -176,7 +176,8 @@ ncclResult_t abi_devices(int *ndev)
 
 ncclResult_t abi_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-	return abi_result(net_listen(ctx, dev, handle, listen_comm));
+	(void)ctx; /* one plugin state for every context */
+	return abi_result(net_listen(dev, handle, listen_comm));
 }
 
 ncclResult_t abi_accept(void *listen_comm, void **recv_comm)

@@ -27,8 +27,6 @@ static struct core_plugin *plugin;
 /* A v11+ communicator's context. */
 struct core_ctx {
 	uint32_t magic;
-	uint64_t comm_id;
-	int traffic_class;
 };
 #define CORE_CTX_MAGIC 0x46435458u
 
@@ -313,7 +311,7 @@ static struct core_plugin *plugin_create(int *rc)
 	return p;
 }
 
-int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger)
+int net_init(void **ctx, ncclDebugLogger_t logger)
 {
 	if (ctx)
 		*ctx = NULL;
@@ -340,8 +338,6 @@ int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t 
 			return -FI_ENOMEM;
 		}
 		c->magic = CORE_CTX_MAGIC;
-		c->comm_id = comm_id;
-		c->traffic_class = traffic_class;
 		*ctx = c;
 	}
 	plugin->refs++;

@@ -398,7 +398,7 @@ int core_report_write(FILE *out, int flags)
 	void *ctx = NULL;
 	int res = 0;
 	if (!core_plugin_get())
-		res = net_init(&ctx, 0, 0, NULL); /* the report holds its own reference */
+		res = net_init(&ctx, NULL); /* the report holds its own reference */
 	struct core_plugin *p = core_plugin_get();
 	if (res == 0 && p) {
 		v.cfg = &p->cfg;

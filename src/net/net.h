@@ -1,7 +1,10 @@
 /*
  * net.h - the plugin's one internal API. Every NCCL ABI version (abi/abi_vN.c)
  * is a thin adapter over these functions; they take the newest form of each
- * argument (size_t sizes, a context, a traffic class).
+ * argument (size_t sizes, a context from init to finalize), and only those
+ * the plugin acts on: NCCL's comm id, its traffic class and the context of
+ * listen and connect stop at the adapters (every context shares one plugin
+ * state, and no traffic class is set).
  *
  * Implemented by core/ (init, finalize, devices, properties) and proto/
  * (connections, memory registration, data). This header names only NCCL's
@@ -41,12 +44,12 @@ struct net_props {
 /* Internal API: NCCL's semantics (see nccl/nccl_net.h), except that each
  * returns 0 or a negative FI_* code (ofi/ofi.h, "Errors"); abi_result() in
  * abi/abi_common.c makes that NCCL's ncclResult_t. */
-int net_init(void **ctx, uint64_t comm_id, int traffic_class, ncclDebugLogger_t logger);
+int net_init(void **ctx, ncclDebugLogger_t logger);
 int net_finalize(void *ctx);
 int net_devices(int *ndev);
 int net_get_properties(int dev, struct net_props *props);
-int net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-int net_connect(void *ctx, int dev, int traffic_class, void *handle, void **send_comm);
+int net_listen(int dev, void *handle, void **listen_comm);
+int net_connect(int dev, void *handle, void **send_comm);
 int net_accept(void *listen_comm, void **recv_comm);
 int net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 int net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,

@@ -200,7 +200,7 @@ struct proto_recv_req {
 	uint64_t flush_addr, flush_key;
 };
 
-enum proto_send_state { PROTO_CONNECTING, PROTO_READY, PROTO_FAILED };
+enum proto_send_state { PROTO_CONNECTING, PROTO_READY };
 
 struct proto_send {
 	struct proto_comm c;
@@ -268,6 +268,97 @@ struct proto_listen {
 	bool counted;                 /* in its device's count of listen comms */
 };
 
+/* ---- a comm's life (proto_comm.c) ---- */
+
+/* Sets up what every kind of comm has and registers its id in the domain;
+ * size is the whole object's (FI_MR_LOCAL registers it for the control
+ * messages inside). On failure the caller frees it with proto_comm_free. */
+int proto_comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct proto_device *dev,
+		    struct ofi_domain *dom, size_t size, int nrails);
+/* Frees a comm that has no operation posted (one whose creation failed). */
+void proto_comm_free(struct proto_comm *c);
+/* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
+struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
+/* Releases a comm whose pending count is zero, or turns it into a zombie. */
+void proto_comm_retire(struct proto_comm *c);
+/* Takes (releases) the CQ locks of every rail of the comm: no completion of
+ * its operations runs meanwhile. */
+void proto_comm_lock_rails(struct proto_comm *c);
+void proto_comm_unlock_rails(struct proto_comm *c);
+/* Cancels every operation of the comm still posted. The caller holds the CQ
+ * locks of all the comm's rails (proto_comm_lock_rails), so no completion
+ * runs while it cancels. */
+void proto_comm_cancel_locked(struct proto_comm *c);
+
+/* Progresses the comm's home rail (the data path); negative on a CQ failure. */
+int proto_comm_progress(struct proto_comm *c);
+/* ... and every other rail of it, rail 0's handshake and flushes included. */
+int proto_comm_progress_all(struct proto_comm *c);
+
+/* The request pools: every request of a comm on its free list, at creation. */
+void proto_send_reqs_init(struct proto_send *s);
+void proto_recv_reqs_init(struct proto_recv *r);
+/* A free request of the comm (in use from now on), or NULL when all are taken. */
+struct proto_req *proto_req_get(struct proto_comm *c);
+void proto_req_put(struct proto_req *r);
+/* Starts a request over for n buffers: nothing posted, complete or failed. */
+void proto_req_reset(struct proto_req *r, int n);
+
+/* Every operation a comm hands libfabric goes through these, so that
+ * comm->pending counts exactly what is posted. */
+void proto_op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index);
+/* Before the post call, on the endpoint it posts to: a completion may arrive
+ * on another thread before that call returns. */
+void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep);
+/* The post call failed: undoes proto_op_will_post. */
+void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op);
+/* Last action of every completion callback: after it the comm may be freed. */
+void proto_op_done(struct proto_comm *c, struct ofi_op *op);
+/* ... of a data operation's: the completion is also a sign of life of the
+ * peer, and ends the operation's bulk transfer (ofi_ep_bulk_end). */
+void proto_op_finish(struct proto_comm *c, struct ofi_op *op);
+/* Cancels the operation if it is posted. Callers hold the CQ locks of the
+ * comm's rails: no completion runs between the check and the cancel. */
+void proto_op_cancel(struct ofi_op *op);
+
+/* The descriptor of the comm's control messages (FI_MR_LOCAL), or NULL. */
+static inline void *proto_ctrl_desc(struct proto_comm *c)
+{
+	return c->ctrl_mr ? c->ctrl_mr->desc : NULL;
+}
+
+/* The device table listen and connect look devices up in: core's, from init
+ * to finalize (NULL then). */
+void proto_devices_set(struct proto_device *devs, int ndevs);
+/* Device dev of that table; NULL with a WARN naming the call (what) when there
+ * is no such device or no table. */
+struct proto_device *proto_device_of(int dev, const char *what);
+/* Opens the device's domain on first use (the device's own lock). */
+int proto_device_open(struct proto_device *dev, struct ofi_domain **out);
+/* Counts a listen comm in its device's listen comms (which the CONNECT pool is
+ * sized for) until it is freed; returns how many the device has now. */
+int proto_listen_count(struct proto_listen *l);
+/* A connection made (closed), for the resources line. */
+void proto_comm_opened(void);
+void proto_comm_closed(void);
+/* Connections open, the most open at once, and made: the resources line. */
+void proto_comm_counts(int *live, int *peak, long *total);
+/* A new plugin context counts from the connections still open. */
+void proto_comm_counts_reset(void);
+
+/* ---- liveness (proto_live.c) ---- */
+
+/* The comm's ping, pong and goodbye operations, and its first sign of life. */
+void proto_live_init(struct proto_comm *c);
+/* Posts a ping, pong or goodbye (type) to the comm's peer on its home rail,
+ * from op and its message buffer; 0 or the provider's error (then nothing is
+ * posted). */
+ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
+			enum proto_ping_type type);
+/* A ping, pong or goodbye for object id of ep's domain, from the CTS pool
+ * (CQ lock held). */
+void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t id);
+
 /* Liveness of a connection NCCL is waiting on: posts a ping after
  * PROTO_PING_NS without completions, and once the peer is known gone, fails
  * and cancels the comm's operations (once). Returns 0, or the FI_* error
@@ -282,6 +373,19 @@ static inline int proto_gone_rc(int dead)
 	return dead == FI_ETIMEDOUT ? -FI_ETIMEDOUT : -FI_ECONNABORTED;
 }
 
+/* ---- connections (proto_conn.c) ---- */
+
+/* Closes connects NCCL started and never finished (finalize). */
+void proto_pending_connects_close(int dev_index);
+/* Starts what every endpoint of a device needs: the shared CTS receives and
+ * the handler of RMA writes' CQ data. */
+int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep);
+/* Prints a peer address for messages. */
+void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
+		     size_t buf_len);
+
+/* ---- the data path (proto_data.c) ---- */
+
 /* First failure (a negative -FI_* code) wins; later ones keep their WARN
  * lines but not the result. */
 static inline void proto_req_fail(struct proto_req *r, int rc)
@@ -290,42 +394,7 @@ static inline void proto_req_fail(struct proto_req *r, int rc)
 	atomic_compare_exchange_strong(&r->status, &expected, rc);
 }
 
-/* Takes (releases) the CQ locks of every rail of the comm: no completion of
- * its operations runs meanwhile. */
-void proto_comm_lock_rails(struct proto_comm *c);
-void proto_comm_unlock_rails(struct proto_comm *c);
-
-/* Progresses the comm's home rail (the data path); negative on a CQ failure. */
-int proto_comm_progress(struct proto_comm *c);
-/* ... and every other rail of it, rail 0's handshake and flushes included. */
-int proto_comm_progress_all(struct proto_comm *c);
-
-/* Releases a comm whose pending count is zero, or turns it into a zombie. */
-void proto_comm_retire(struct proto_comm *c);
-/* Cancels every operation of the comm still posted (caller holds no locks). */
-void proto_comm_cancel_locked(struct proto_comm *c);
-/* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
-struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
-/* The device table listen and connect look devices up in: core's, from init
- * to finalize (NULL then). */
-void proto_devices_set(struct proto_device *devs, int ndevs);
-/* Closes connects NCCL started and never finished (finalize). */
-void proto_pending_connects_close(int dev_index);
-/* Opens the device's domain on first use (the device's own lock). */
-int proto_device_open(struct proto_device *dev, struct ofi_domain **out);
-/* Connections open, the most open at once, and made: the resources line. */
-void proto_comm_counts(int *live, int *peak, long *total);
-/* A new plugin context counts from the connections still open. */
-void proto_comm_counts_reset(void);
-
-/* Starts what every endpoint of a device needs: the shared CTS receives and
- * the handler of RMA writes' CQ data. */
-int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep);
 /* A peer's RMA write filled one of our buffers (ofi_rw_handler_fn). */
 void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len);
-
-/* Prints a peer address for messages. */
-void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
-		     size_t buf_len);
 
 #endif

@@ -1,6 +1,8 @@
 /*
- * proto_data.c - the data path: isend, irecv, test, iflush, and memory
- * registration. No allocation and no CUDA call happens here per operation.
+ * proto_data.c - the data path, in the order a transfer meets it: isend,
+ * irecv, test, iflush; then memory registration. No allocation and no CUDA
+ * call happens here per operation. A comm's requests and the post/undo of
+ * its operations are proto_comm.c's (proto.h).
  *
  * A send, top-down: isend takes the message's sequence number for its tag;
  * every message of a connection takes its home rail. A message of at most
@@ -31,56 +33,7 @@
 #include "proto/proto.h"
 #include "util/util.h"
 
-static struct proto_req *req_get(struct proto_comm *c)
-{
-	struct util_free_node *n = util_freelist_pop(&c->reqs);
-	if (!n)
-		return NULL;
-	struct proto_req *r = container_of(n, struct proto_req, free_node);
-	r->in_use = true;
-	return r;
-}
-
-static void req_put(struct proto_req *r)
-{
-	r->in_use = false;
-	util_freelist_push(&r->comm->reqs, &r->free_node);
-}
-
-static void req_reset(struct proto_req *r, int n)
-{
-	r->n = n;
-	r->nposted = 0;
-	atomic_store(&r->ncomplete, 0);
-	atomic_store(&r->status, 0);
-}
-
-static void op_finish(struct proto_comm *c, struct ofi_op *op)
-{
-	atomic_store_explicit(&c->last_ns, util_coarse_ns(), memory_order_relaxed);
-	ofi_ep_bulk_end(op);
-	atomic_store(&op->posted, 0);
-	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
-}
-
-/* A receive whose remaining operations can never be posted (rc: the posting's
- * failure): counted complete so test() can report the failure instead of
- * waiting forever. Posted ones still complete (or are cancelled at close)
- * normally. */
-static void recv_abandon(struct proto_recv_req *q, int rc)
-{
-	struct proto_req *r = &q->h;
-	proto_req_fail(r, ofi_err_sys(rc));
-	atomic_store(&q->cts_lazy, 0);
-	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
-	for (int k = q->cursor; k < r->n; k++) {
-		ofi_buf_put(r->comm->dev->dom, q->bounce[k]);
-		q->bounce[k] = NULL;
-	}
-	q->cursor = r->n;
-	q->cts_sent = true;
-	atomic_fetch_add(&r->ncomplete, missing);
-}
+/* ---------------- send ---------------- */
 
 static void cq_warn(struct ofi_op *op, const struct fi_cq_err_entry *err, const char *what,
 		    const char *peer)
@@ -89,8 +42,6 @@ static void cq_warn(struct ofi_op *op, const struct fi_cq_err_entry *err, const 
 	ofi_cq_error_text(op->ep, err, text, sizeof(text));
 	LOG_WARN(NCCL_NET, "%s %s failed: %s", what, peer, text);
 }
-
-/* ---------------- send ---------------- */
 
 static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
@@ -108,7 +59,7 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	}
 	ofi_op_release(op);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	op_finish(c, op);
+	proto_op_finish(c, op);
 }
 
 /* Posts the send's one operation. Returns 0, -FI_EAGAIN or an error. */
@@ -119,9 +70,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	struct proto_comm *c = &s->c;
 	struct ofi_op *op = &q->op;
 	void *desc = mr ? mr->desc : NULL;
-	op->ep = c->rails[rail];
-	atomic_store(&op->posted, 1);
-	atomic_fetch_add(&c->pending, 1);
+	proto_op_will_post(c, op, c->rails[rail]);
 	ofi_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
 	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA)
 		ofi_ep_bulk_begin(op);
@@ -136,7 +85,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		/* the size travels where the posted buffer has room for it */
 		rc = ofi_ep_tsend(op->ep, &q->abort_size,
 				  cts->size >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0,
-				  c->ctrl_mr ? c->ctrl_mr->desc : NULL, s->peer[rail],
+				  proto_ctrl_desc(c), s->peer[rail],
 				  wire | c->dev->layout.abort_bit, &op->ctx);
 		break;
 	default:
@@ -146,8 +95,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	if (rc) {
 		ofi_ep_bulk_end(op);
 		ofi_op_release(op);
-		atomic_store(&op->posted, 0);
-		atomic_fetch_sub(&c->pending, 1);
+		proto_op_not_posted(c, op);
 	}
 	return rc;
 }
@@ -210,11 +158,11 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		}
 	}
 	int rail = c->home;
-	struct proto_req *r = req_get(c);
+	struct proto_req *r = proto_req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
 	if (q) {
-		req_reset(r, 1);
+		proto_req_reset(r, 1);
 		r->nops = 1;
 		q->size = size;
 		q->abort_size = 0;
@@ -246,7 +194,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	if (rc) {
 		/* Nothing went out: undo, as if isend had not been called. */
 		if (q)
-			req_put(r);
+			proto_req_put(r);
 		pthread_mutex_lock(&s->cts_lock);
 		proto_seq_get(&s->seq, folded)->seq--;
 		if (have)
@@ -285,20 +233,14 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	if (e)
 		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
-		/* The sender's stand-in for a message larger than this buffer. */
-		uint64_t sent = 0;
-		if (e->len == sizeof(sent))
-			memcpy(&sent, bounce ? bounce->mem : q->data[i], sizeof(sent));
-		char what[64];
-		if (sent)
-			snprintf(what, sizeof(what), "a message of %llu bytes", (unsigned long long)sent);
-		else
-			snprintf(what, sizeof(what), "a larger message");
+		/* The sender's stand-in for a message larger than this buffer. Its
+		 * payload (the sender's size) comes from the peer and is not
+		 * printed: the sender's own WARN names the size. */
 		LOG_WARN(NCCL_NET,
-			 "receive from %s: the sender had %s for a buffer of %zu bytes (NCCL tag %d); "
-			 "nothing was written past the buffer. Both ranks must run the same NCCL "
-			 "version and NCCL_PROTO/NCCL_ALGO/buffer settings",
-			 r->peer_text, what, q->posted[i], q->tags[i]);
+			 "receive from %s: the sender had a message larger than this buffer of %zu "
+			 "bytes (NCCL tag %d); nothing was written past the buffer. Both ranks must "
+			 "run the same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+			 r->peer_text, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, -FI_EMSGSIZE);
 	} else if (e && bounce && e->len > q->posted[i]) {
 		LOG_WARN(NCCL_NET,
@@ -344,7 +286,7 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	}
 	ofi_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	op_finish(c, op);
+	proto_op_finish(c, op);
 }
 
 /* The CQ data of a peer's RMA write: one of our buffers is full. Runs under
@@ -405,29 +347,7 @@ static void recv_cts_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			  container_of(c, struct proto_recv, c)->peer_text, fi_strerror(err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	op_finish(c, op);
-}
-
-/* How long a receive whose CTS could not be delivered may still wait for
- * messages the sender posted before it went away. */
-#define PROTO_CTS_FAIL_GRACE_NS 1000000000ULL
-
-/* The CTS failed and the receive is still not complete after the grace: the
- * peer cannot send into it. Fail it, and cancel its receives so it ends. */
-static void recv_cts_failed(struct proto_recv_req *q)
-{
-	struct proto_comm *c = q->h.comm;
-	if (atomic_exchange(&q->cts_failed_ns, 0) == 0)
-		return;
-	LOG_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
-		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
-		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
-	proto_req_fail(&q->h, ofi_err_cq(q->cts_err));
-	proto_comm_lock_rails(c);
-	for (int i = 0; i < q->h.n; i++)
-		if (atomic_load(&q->ops[i].posted))
-			ofi_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
-	proto_comm_unlock_rails(c);
+	proto_op_finish(c, op);
 }
 
 /* Posts what is not posted yet: each buffer's tagged receive, then the CTS
@@ -441,9 +361,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
 		struct ofi_op *op = &q->ops[i];
-		op->ep = c->rails[c->home];
-		atomic_store(&op->posted, 1);
-		atomic_fetch_add(&c->pending, 1);
+		proto_op_will_post(c, op, c->rails[c->home]);
 		struct ofi_buf *b = q->bounce[i];
 		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
@@ -459,8 +377,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		if (rc) {
 			ofi_ep_bulk_end(op);
 			ofi_op_release(op);
-			atomic_store(&op->posted, 0);
-			atomic_fetch_sub(&c->pending, 1);
+			proto_op_not_posted(c, op);
 			return (int)rc;
 		}
 		q->h.nposted++;
@@ -474,17 +391,13 @@ static int recv_post_remaining(struct proto_recv_req *q)
 				return 0;
 		}
 		int rail = c->home;
-		q->cts_op.ep = c->rails[rail];
-		atomic_store(&q->cts_op.posted, 1);
-		atomic_fetch_add(&c->pending, 1);
+		proto_op_will_post(c, &q->cts_op, c->rails[rail]);
 		q->cts.route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id);
 		ssize_t rc = ofi_ep_send(q->cts_op.ep, &q->cts,
 				     offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
-				     c->ctrl_mr ? c->ctrl_mr->desc : NULL, r->peer[rail],
-				     &q->cts_op.ctx);
+				     proto_ctrl_desc(c), r->peer[rail], &q->cts_op.ctx);
 		if (rc) {
-			atomic_store(&q->cts_op.posted, 0);
-			atomic_fetch_sub(&c->pending, 1);
+			proto_op_not_posted(c, &q->cts_op);
 			if (q->cts_due_ns)
 				atomic_store(&q->cts_lazy, 1); /* (due: the next call posts it) */
 			return (int)rc;
@@ -492,6 +405,25 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		q->cts_sent = true;
 	}
 	return 0;
+}
+
+/* A receive whose remaining operations can never be posted (rc: the posting's
+ * failure): counted complete so test() can report the failure instead of
+ * waiting forever. Posted ones still complete (or are cancelled at close)
+ * normally. */
+static void recv_abandon(struct proto_recv_req *q, int rc)
+{
+	struct proto_req *r = &q->h;
+	proto_req_fail(r, ofi_err_sys(rc));
+	atomic_store(&q->cts_lazy, 0);
+	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
+	for (int k = q->cursor; k < r->n; k++) {
+		ofi_buf_put(r->comm->dev->dom, q->bounce[k]);
+		q->bounce[k] = NULL;
+	}
+	q->cursor = r->n;
+	q->cts_sent = true;
+	atomic_fetch_add(&r->ncomplete, missing);
 }
 
 int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
@@ -518,7 +450,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			return -FI_EINVAL;
 		}
 	}
-	struct proto_req *r = req_get(c);
+	struct proto_req *r = proto_req_get(c);
 	if (!r) {
 		(void)proto_comm_progress(c);
 		return 0;
@@ -526,7 +458,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 	uint32_t index = (uint32_t)(q - rc_->reqs);
 	bool rma = dev->dom->rma_write;
-	req_reset(r, n);
+	proto_req_reset(r, n);
 	r->nops = n + 1; /* a receive per buffer, and the CTS */
 	q->cts_sent = false;
 	q->cts_due_ns = 0;
@@ -550,7 +482,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 				proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 				ofi_buf_put(dev->dom, q->bounce[k]);
 			}
-			req_put(r);
+			proto_req_put(r);
 			LOG_WARN(NCCL_NET, "irecv: out of memory");
 			return -FI_ENOMEM;
 		}
@@ -607,7 +539,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 			ofi_buf_put(dev->dom, q->bounce[k]);
 		}
-		req_put(r);
+		proto_req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)proto_comm_progress(c);
 			return 0;
@@ -645,6 +577,27 @@ static void recv_skip_lazy_cts(struct proto_req *r)
 		q->cts_sent = true;
 		atomic_fetch_add_explicit(&r->ncomplete, 1, memory_order_release);
 	}
+}
+
+/* How long a receive whose CTS could not be delivered may still wait for
+ * messages the sender posted before it went away. */
+#define PROTO_CTS_FAIL_GRACE_NS 1000000000ULL
+
+/* The CTS failed and the receive is still not complete after the grace: the
+ * peer cannot send into it. Fail it, and cancel its receives so it ends. */
+static void recv_cts_failed(struct proto_recv_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	if (atomic_exchange(&q->cts_failed_ns, 0) == 0)
+		return;
+	LOG_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
+		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
+		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
+	proto_req_fail(&q->h, ofi_err_cq(q->cts_err));
+	proto_comm_lock_rails(c);
+	for (int i = 0; i < q->h.n; i++)
+		proto_op_cancel(&q->ops[i]);
+	proto_comm_unlock_rails(c);
 }
 
 static int flush_post(struct proto_recv_req *q);
@@ -724,7 +677,7 @@ int net_test(void *request, int *done, int *sizes)
 		}
 	}
 	*done = 1;
-	req_put(r);
+	proto_req_put(r);
 	return res;
 }
 
@@ -744,7 +697,7 @@ static void flush_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		proto_req_fail(&q->h, ofi_err_sys(-err->err));
 	}
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	op_finish(c, op);
+	proto_op_finish(c, op);
 }
 
 /* Posts the flush's read. Returns 0, -FI_EAGAIN (test() retries), or an error. */
@@ -752,15 +705,12 @@ static int flush_post(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct ofi_domain *dom = c->dev->dom;
-	q->ops[0].ep = c->ep;
-	atomic_store(&q->ops[0].posted, 1);
-	atomic_fetch_add(&c->pending, 1);
+	proto_op_will_post(c, &q->ops[0], c->ep); /* flushes read on rail 0 */
 	ssize_t rc = ofi_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
 			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
 	if (rc) {
-		atomic_store(&q->ops[0].posted, 0);
-		atomic_fetch_sub(&c->pending, 1);
+		proto_op_not_posted(c, &q->ops[0]);
 		return (int)rc;
 	}
 	q->h.nposted = 1;
@@ -778,7 +728,7 @@ static int flush_rma(struct proto_comm *c, struct ofi_mr *mr, void *data, void *
 	int rrc = ofi_ep_resolve(c->ep, c->ep->name, c->ep->namelen, &self);
 	if (rrc)
 		return ofi_err_sys(rrc);
-	struct proto_req *r = req_get(c);
+	struct proto_req *r = proto_req_get(c);
 	if (!r) {
 		/* NCCL completes a receive before flushing it, so a slot is free */
 		LOG_WARN(NCCL_NET, "iflush: no free request on this connection (%d in flight)",
@@ -786,7 +736,7 @@ static int flush_rma(struct proto_comm *c, struct ofi_mr *mr, void *data, void *
 		return -FI_EOPBADSTATE;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-	req_reset(r, 1);
+	proto_req_reset(r, 1);
 	r->kind = PROTO_REQ_FLUSH;
 	r->nops = 1;
 	q->cts_sent = true;
@@ -800,7 +750,7 @@ static int flush_rma(struct proto_comm *c, struct ofi_mr *mr, void *data, void *
 	int rc = flush_post(q);
 	if (rc && rc != -FI_EAGAIN) {
 		r->kind = PROTO_REQ_RECV;
-		req_put(r);
+		proto_req_put(r);
 		LOG_WARN(NCCL_NET, "iflush: fi_read failed: %s", ofi_strerror(rc));
 		return ofi_err_sys(rc);
 	}

@@ -13,8 +13,7 @@
  * endpoint. seq counts messages per (connection, NCCL tag): the k-th send
  * with tag t matches the k-th receive buffer posted with tag t, whatever order
  * the provider delivers in, which keeps NCCL's per-connection FIFO matching
- * and lets a grouped receive's buffers be picked by tag. It is also what a
- * connection striped over several endpoints will need.
+ * and lets a grouped receive's buffers be picked by tag.
  *
  * abort marks the stand-in a sender puts in place of a message larger than
  * the receive the peer posted: receives are posted ignoring that bit, so the

@@ -103,9 +103,9 @@ _Static_assert(sizeof(struct proto_cts_entry) == 40, "CTS entry layout");
 _Static_assert(sizeof(struct proto_cts) == 344, "CTS layout");
 
 /* Liveness: a connection waiting on its peer pings it; the peer answers with
- * a pong to the pinging object. Both go to the CTS pool of rail 0 (control
- * kind PING, tag id = the addressee) and must name the addressee's peer
- * (from_id) and carry the connection's secret. */
+ * a pong to the pinging object. Both take the connection's home rail, into
+ * the CTS pool there (control kind PING, tag id = the addressee), and must
+ * name the addressee's peer (from_id) and carry the connection's secret. */
 #define PROTO_PING_MAGIC 0x474e4950u /* "PING" */
 /* PROTO_BYE: a receive comm closing tells its sender how many messages it took */
 enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3 };

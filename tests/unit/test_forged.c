@@ -37,7 +37,7 @@ static int connect_fails(const char *what, const void *addr, size_t len)
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	forge(handle, addr, len);
 	void *sc = NULL;
-	int rc = net_connect(NULL, 0, 0, handle, &sc);
+	int rc = net_connect(0, handle, &sc);
 	if (rc == 0) {
 		fprintf(stderr, "  %s: connect returned 0 (comm %p)\n", what, sc);
 		if (sc)
@@ -98,7 +98,7 @@ static uint64_t fuzz_next(void)
 static int connect_accepted(char *h)
 {
 	void *sc = NULL;
-	if (net_connect(NULL, 0, 0, h, &sc) != 0)
+	if (net_connect(0, h, &sc) != 0)
 		return 0;
 	if (sc)
 		net_close_send(sc);
@@ -194,12 +194,12 @@ static const struct unit_test tests[] = {
 int main(int argc, char **argv)
 {
 	void *ctx = NULL;
-	if (net_init(&ctx, 0, 0, NULL) != 0) {
+	if (net_init(&ctx, NULL) != 0) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;
 	}
-	if (net_listen(ctx, 0, good, &lcomm) != 0) {
+	if (net_listen(0, good, &lcomm) != 0) {
 		fprintf(stderr, "listen failed\n");
 		return 1;
 	}

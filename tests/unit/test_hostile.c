@@ -96,7 +96,7 @@ static int connect_self(void *lcomm, const char *handle, void **sc, void **rc)
 	double end = now_s() + 30;
 	*sc = *rc = NULL;
 	while ((!*sc || !*rc) && now_s() < end) {
-		if (!*sc && net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
+		if (!*sc && net_connect(0, (void *)handle, sc) != 0)
 			return -1;
 		if (!*rc && net_accept(lcomm, rc) != 0)
 			return -1;
@@ -194,9 +194,9 @@ static int victim(int to_hostile, int from_hostile)
 {
 	void *ctx = NULL, *lcomm = NULL, *sc = NULL, *rc = NULL;
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
-	if (net_init(&ctx, 0, 0, NULL) != 0)
+	if (net_init(&ctx, NULL) != 0)
 		return 77;
-	if (net_listen(ctx, 0, handle, &lcomm) != 0)
+	if (net_listen(0, handle, &lcomm) != 0)
 		return fail("victim", "listen failed");
 	if (connect_self(lcomm, handle, &sc, &rc))
 		return fail("victim", "the first connection failed");
@@ -383,8 +383,8 @@ static int hostile(int from_victim, int to_victim)
 	struct proto_handle h;
 	if (read(from_victim, &h, sizeof(h)) != (ssize_t)sizeof(h))
 		return fail("hostile", "no handle from the victim");
-	if (net_init(&ctx, 0, 0, NULL) != 0 ||
-	    net_listen(ctx, 0, mine, &lcomm) != 0) /* opens our endpoint */
+	if (net_init(&ctx, NULL) != 0 ||
+	    net_listen(0, mine, &lcomm) != 0) /* opens our endpoint */
 		return fail("hostile", "init");
 	struct core_plugin *p = core_plugin_get();
 	struct proto_device *dev = &p->devs[0];

@@ -166,7 +166,7 @@ static const struct unit_test tests[] = {
 int main(int argc, char **argv)
 {
 	void *ctx = NULL;
-	if (net_init(&ctx, 0, 0, NULL) != 0 || core_plugin_get()->ndevs < 1) {
+	if (net_init(&ctx, NULL) != 0 || core_plugin_get()->ndevs < 1) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;

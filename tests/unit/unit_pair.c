@@ -10,7 +10,7 @@ int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, dou
 {
 	double end = unit_now_s() + timeout_s;
 	while ((!*sc || !*rc) && unit_now_s() < end) {
-		if (!*sc && net_connect(NULL, 0, 0, (void *)handle, sc) != 0)
+		if (!*sc && net_connect(0, (void *)handle, sc) != 0)
 			return 1;
 		if (!*rc && net_accept(lcomm, rc) != 0)
 			return 1;
@@ -21,12 +21,12 @@ int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, dou
 int unit_pair_open(struct unit_pair *p)
 {
 	*p = (struct unit_pair){ 0 };
-	if (net_init(&p->ctx, 0, 0, NULL) != 0) {
+	if (net_init(&p->ctx, NULL) != 0) {
 		printf("SKIP: no usable provider (NCCL_FABRIC_PROVIDER=%s)\n",
 		       getenv("NCCL_FABRIC_PROVIDER") ? getenv("NCCL_FABRIC_PROVIDER") : "");
 		return 77;
 	}
-	if (net_listen(p->ctx, 0, p->handle, &p->lcomm) != 0)
+	if (net_listen(0, p->handle, &p->lcomm) != 0)
 		return 1;
 	return unit_pair_connect(p->lcomm, p->handle, &p->sc, &p->rc, 30);
 }

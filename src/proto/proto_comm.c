@@ -1,0 +1,496 @@
+/*
+ * proto_comm.c - a comm's life: creation, each kind's cleanup, retirement
+ * (cancel, drain, zombie), the request pools, and the post/undo helpers every
+ * operation of a comm goes through; the device table, each device's domain
+ * (opened at first use) and the connection counts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+
+#include "log/log.h"
+#include "proto/proto.h"
+#include "util/util.h"
+
+/* ---------------- comm basics ---------------- */
+
+struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind)
+{
+	struct proto_comm *c = p;
+	if (!c || c->magic != PROTO_COMM_MAGIC || (kind && c->kind != kind))
+		return NULL;
+	return c;
+}
+
+static void comm_release(struct ofi_zombie *z)
+{
+	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
+	if (c->dev && c->dev->dom)
+		ofi_domain_unregister(c->dev->dom, &c->reg);
+	ofi_mr_put(c->ctrl_mr);
+	if (c->fini)
+		c->fini(c);
+	util_freelist_destroy(&c->reqs);
+	c->magic = 0xdeadbeef; /* a stale pointer handed back by NCCL is caught */
+	free(c);
+}
+
+void proto_comm_free(struct proto_comm *c)
+{
+	comm_release(&c->zombie);
+}
+
+static void send_fini(struct proto_comm *c)
+{
+	struct proto_send *s = container_of(c, struct proto_send, c);
+	proto_seq_free(&s->seq);
+	pthread_mutex_destroy(&s->cts_lock);
+}
+
+/* listen comms open per device: what the CONNECT pool is sized for */
+static atomic_int listens_open[POLICY_MAX_DEVS];
+
+int proto_listen_count(struct proto_listen *l)
+{
+	int listens = atomic_fetch_add(&listens_open[l->c.dev->index], 1) + 1;
+	l->counted = true;
+	return listens;
+}
+
+static void listen_fini(struct proto_comm *c)
+{
+	struct proto_listen *l = container_of(c, struct proto_listen, c);
+	if (l->counted)
+		atomic_fetch_sub(&listens_open[c->dev->index], 1);
+	pthread_mutex_destroy(&l->inbox_lock);
+}
+
+static void recv_fini(struct proto_comm *c)
+{
+	struct proto_recv *r = container_of(c, struct proto_recv, c);
+	proto_seq_free(&r->seq);
+	ofi_mr_put(r->sink_mr);
+	free(r->sink);
+}
+
+int proto_comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct proto_device *dev,
+		    struct ofi_domain *dom, size_t size, int nrails)
+{
+	c->magic = PROTO_COMM_MAGIC;
+	c->kind = kind;
+	c->fini = kind == PROTO_SEND ? send_fini : kind == PROTO_RECV ? recv_fini : listen_fini;
+	c->dev = dev;
+	c->ep = dom->eps[0];
+	c->home = 0;
+	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
+	for (int i = 0; i < c->nrails; i++)
+		c->rails[i] = dom->eps[i];
+	atomic_init(&c->pending, 0);
+	proto_live_init(c);
+	util_freelist_init(&c->reqs);
+	dlist_init(&c->zombie.link);
+	c->zombie.pending = &c->pending;
+	c->zombie.release = comm_release;
+	/* Connections' ids go in data tags (conn field) and RMA CQ data; the
+	 * others in control tags. */
+	uint32_t mask = kind == PROTO_RECV ? proto_tag_conn_mask(&dev->layout) & PROTO_IMM_CONN_MASK :
+					     0x7fffffffu;
+	if (!ofi_domain_register(dom, &c->reg, mask, c)) {
+		LOG_WARN(NCCL_NET, "device %s: every connection id is in use", dev->props.name);
+		return -FI_ENOSPC;
+	}
+	if (dom->mr_mode & FI_MR_LOCAL) {
+		/* the handshake messages live inside the comm */
+		int rc = ofi_mr_get(dom, c, size, FI_HMEM_SYSTEM, 0, &c->ctrl_mr);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---------------- operations: post and undo ---------------- */
+
+void proto_op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index)
+{
+	memset(&op->ctx, 0, sizeof(op->ctx));
+	op->complete = fn;
+	op->owner = owner;
+	op->ep = NULL;
+	op->index = index;
+	atomic_init(&op->posted, 0);
+}
+
+void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep)
+{
+	op->ep = ep;
+	atomic_store(&op->posted, 1);
+	atomic_fetch_add(&c->pending, 1);
+}
+
+void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op)
+{
+	atomic_store(&op->posted, 0);
+	atomic_fetch_sub(&c->pending, 1);
+}
+
+void proto_op_done(struct proto_comm *c, struct ofi_op *op)
+{
+	atomic_store(&op->posted, 0);
+	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
+}
+
+void proto_op_finish(struct proto_comm *c, struct ofi_op *op)
+{
+	atomic_store_explicit(&c->last_ns, util_coarse_ns(), memory_order_relaxed);
+	ofi_ep_bulk_end(op);
+	proto_op_done(c, op);
+}
+
+void proto_op_cancel(struct ofi_op *op)
+{
+	if (atomic_load(&op->posted) && op->ep)
+		ofi_ep_cancel(op->ep, &op->ctx);
+}
+
+/* ---------------- retirement ---------------- */
+
+void proto_comm_lock_rails(struct proto_comm *c)
+{
+	for (int i = 0; i < c->nrails; i++)
+		pthread_mutex_lock(&c->rails[i]->cq_lock);
+}
+
+void proto_comm_unlock_rails(struct proto_comm *c)
+{
+	for (int i = c->nrails - 1; i >= 0; i--)
+		pthread_mutex_unlock(&c->rails[i]->cq_lock);
+}
+
+void proto_comm_cancel_locked(struct proto_comm *c)
+{
+	proto_op_cancel(&c->ping_op);
+	proto_op_cancel(&c->pong_op);
+	switch (c->kind) {
+	case PROTO_LISTEN:
+		break; /* nothing posted: requests come through the endpoint's pool */
+	case PROTO_SEND: {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		proto_op_cancel(&s->out_op);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			proto_op_cancel(&s->reqs[i].op);
+		break;
+	}
+	case PROTO_RECV: {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		proto_op_cancel(&r->ack_op);
+		for (int i = 0; i < PROTO_RECV_REQS; i++) {
+			for (int k = 0; k < PROTO_MAX_RECVS; k++)
+				proto_op_cancel(&r->reqs[i].ops[k]);
+			proto_op_cancel(&r->reqs[i].cts_op);
+		}
+		break;
+	}
+	}
+}
+
+/* A receive comm closing with receives the sender was told about (CTS sent)
+ * cannot just cancel them: the sender may have posted the data, and a
+ * provider keeps an unmatched message in its own buffers forever (shm's SAR
+ * buffers then starve every later transfer). The cancelled receives are
+ * re-posted into one scratch buffer (recv_done does it), where the data
+ * drains: never into the user's buffers, which NCCL frees after the close. */
+static void recv_prepare_sink(struct proto_recv *r)
+{
+	size_t need = 0;
+	for (int i = 0; i < PROTO_RECV_REQS; i++) {
+		struct proto_recv_req *q = &r->reqs[i];
+		if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV)
+			continue; /* (an eager sender does not wait for the CTS) */
+		for (int k = 0; k < q->h.n; k++)
+			if (q->posted[k] > need)
+				need = q->posted[k];
+	}
+	if (!need)
+		return;
+	need = need < 64 ? 64 : need; /* room for an abort stand-in */
+	r->sink = malloc(need);
+	if (!r->sink)
+		return;
+	if (r->c.dev->dom->mr_mode & FI_MR_LOCAL &&
+	    ofi_mr_get(r->c.dev->dom, r->sink, need, FI_HMEM_SYSTEM, 0, &r->sink_mr)) {
+		free(r->sink);
+		r->sink = NULL;
+		return;
+	}
+	r->sink_len = need;
+}
+
+/* Operations of a closing comm that still reference the caller's memory. */
+static int comm_user_ops(struct proto_comm *c)
+{
+	int n = 0;
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		for (int i = 0; i < PROTO_SEND_REQS; i++) {
+			if (s->reqs[i].abort_size)
+				continue; /* stand-ins carry plugin memory */
+			n += atomic_load(&s->reqs[i].op.posted);
+		}
+	} else if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		int per = PROTO_MAX_RECVS;
+		for (int i = 0; i < PROTO_RECV_REQS; i++) {
+			uint64_t sunk = atomic_load(&r->reqs[i].sunk);
+			for (int k = 0; k < per; k++)
+				n += atomic_load(&r->reqs[i].ops[k].posted) && !(sunk >> k & 1);
+		}
+	}
+	return n;
+}
+
+/* closeSend: waits (bounded) until the receiver took every message we handed
+ * the provider (see proto_send.sent), asking by ping; its pongs say how many
+ * it took. Usually one round trip; nothing when the peer is gone or closed. */
+static void send_wait_taken(struct proto_send *s)
+{
+	struct proto_comm *c = &s->c;
+	uint64_t start = util_now_ns(), last_ping = 0;
+	/* a peer that let an earlier close wait in vain is not waited for again:
+	 * a job whose peer exited without a word closes each comm at once */
+	if (ofi_ep_peer_silent(c->ep, c->peer_rail0))
+		return;
+	while (c->ping_id && !atomic_load(&c->dead) && !atomic_load(&s->peer_closed) &&
+	       (int32_t)(atomic_load(&s->sent) - atomic_load(&s->acked)) > 0) {
+		uint64_t now = util_now_ns();
+		if (now - start > PROTO_CLOSE_ACK_NS) {
+			LOG_INFO(NCCL_NET, "closing the connection to %s: the receiver took %u of %u "
+				 "messages within %d s; closing anyway (later closes to it do not wait)",
+				 s->peer_text, atomic_load(&s->acked), atomic_load(&s->sent),
+				 (int)(PROTO_CLOSE_ACK_NS / 1000000000ULL));
+			if (!atomic_load(&s->answered))
+				ofi_ep_peer_set_silent(c->ep, c->peer_rail0, true);
+			return;
+		}
+		if (!atomic_load(&c->ping_op.posted) && now - last_ping >= PROTO_CLOSE_PING_NS) {
+			last_ping = now;
+			ssize_t rc = proto_ping_post(c, &c->ping_op, &c->ping_msg, PROTO_PING);
+			if (rc && rc != -FI_EAGAIN)
+				return;
+		}
+		if (proto_comm_progress_all(c) <= 0)
+			sched_yield();
+	}
+}
+
+void proto_comm_retire(struct proto_comm *c)
+{
+	if (!c)
+		return;
+	struct ofi_ep *ep = c->ep;
+	if (c->kind == PROTO_SEND)
+		send_wait_taken(container_of(c, struct proto_send, c));
+	if (c->kind == PROTO_RECV) {
+		/* tell the sender how many messages we took: its close then waits
+		 * for no more (a goodbye the provider cannot send is no loss) */
+		if (c->ping_id && !atomic_load(&c->dead))
+			(void)proto_ping_post(c, &c->bye_op, &c->bye_msg, PROTO_BYE);
+		recv_prepare_sink(container_of(c, struct proto_recv, c));
+	}
+	/* control messages and RMA notices for it are dropped from now on */
+	ofi_domain_unregister(ep->dom, &c->reg);
+	c->magic = 0xdeadbeef;
+	/* Holding the CQ locks keeps completions from running while we cancel. */
+	proto_comm_lock_rails(c);
+	proto_comm_cancel_locked(c);
+	proto_comm_unlock_rails(c);
+	/* An operation already matched cannot be cancelled: it is moving data
+	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
+	 * close returns. Let such operations finish (bounded); cancelled receives
+	 * complete at once and are re-posted into the sink. */
+	uint64_t deadline = util_now_ns() + PROTO_CLOSE_WAIT_NS;
+	int busy;
+	while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline) {
+		if (proto_comm_progress_all(c) <= 0)
+			sched_yield();
+	}
+	if (busy > 0)
+		LOG_WARN(NCCL_NET,
+			 "closing a connection: %d operation(s) still use NCCL's buffers after %d s "
+			 "(the peer stopped making progress); freeing those buffers now may fault",
+			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
+	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
+		comm_release(&c->zombie);
+	else
+		ofi_domain_add_zombie(ep->dom, &c->zombie);
+}
+
+/* ---------------- devices and accounting ---------------- */
+
+/* Opens the device's domain on first use and starts what every endpoint
+ * needs (proto_ep_start). Everything it reads was fixed in the device at
+ * init: no global lookup. */
+int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&dev->open_lock);
+	if (!dev->dom) {
+		struct ofi_domain_attr attr = {
+			.info = dev->info,
+			.hmem = dev->hmem,
+			.flush_rma = dev->flush_rma,
+			.expected_cuda_rc = dev->expected_cuda_rc,
+			.nep = dev->nrails,
+			.progress_threads = dev->progress_threads,
+			.rma_write = dev->rma_cfg,
+			.buf_size = dev->eager_max,
+			.cq_batch = dev->cq_batch,
+			.name = dev->props.name,
+		};
+		rc = ofi_domain_open(&attr, &dev->dom);
+		if (!rc)
+			rc = proto_ep_start(dev, dev->dom->eps[0]);
+		for (int i = 1; !rc && i < dev->dom->nep; i++)
+			rc = proto_ep_start(dev, dev->dom->eps[i]);
+		if (rc && dev->dom) {
+			ofi_domain_close(dev->dom);
+			dev->dom = NULL;
+		}
+		if (rc)
+			snprintf(dev->open_error, sizeof(dev->open_error), "%s", ofi_strerror(rc));
+		else
+			LOG_INFO(NCCL_NET | NCCL_INIT,
+				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
+				 "%s, larger messages as %s",
+				 dev->index, dev->props.name, dev->provider,
+				 dev->info->fabric_attr->name, dev->rails_reason,
+				 dev->dom->split ? ", each rail its own domain" :
+				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
+				 dev->eager_reason,
+				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
+	}
+	pthread_mutex_unlock(&dev->open_lock);
+	*out = dev->dom;
+	return rc;
+}
+
+/* Connections made and open, for the resources line (proto_comm_counts). */
+static atomic_int comms_live, comms_peak;
+static atomic_long comms_total;
+
+void proto_comm_opened(void)
+{
+	int live = atomic_fetch_add(&comms_live, 1) + 1;
+	int peak = atomic_load(&comms_peak);
+	while (live > peak && !atomic_compare_exchange_weak(&comms_peak, &peak, live))
+		;
+	atomic_fetch_add(&comms_total, 1);
+}
+
+void proto_comm_closed(void)
+{
+	atomic_fetch_sub(&comms_live, 1);
+}
+
+void proto_comm_counts(int *live, int *peak, long *total)
+{
+	*live = atomic_load(&comms_live);
+	*peak = atomic_load(&comms_peak);
+	*total = atomic_load(&comms_total);
+}
+
+void proto_comm_counts_reset(void)
+{
+	atomic_store(&comms_peak, atomic_load(&comms_live));
+	atomic_store(&comms_total, 0);
+}
+
+/* The device table core hands over at init (proto_devices_set). */
+static struct proto_device *devices;
+static int ndevices;
+
+void proto_devices_set(struct proto_device *devs, int ndevs)
+{
+	__atomic_store_n(&ndevices, devs ? ndevs : 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&devices, devs, __ATOMIC_RELEASE);
+}
+
+struct proto_device *proto_device_of(int dev, const char *what)
+{
+	struct proto_device *devs = __atomic_load_n(&devices, __ATOMIC_ACQUIRE);
+	int n = __atomic_load_n(&ndevices, __ATOMIC_ACQUIRE);
+	if (!devs) {
+		LOG_WARN(NCCL_NET, "%s called before init", what);
+		return NULL;
+	}
+	if (dev < 0 || dev >= n) {
+		LOG_WARN(NCCL_NET, "%s: device %d does not exist (%d devices)", what, dev, n);
+		return NULL;
+	}
+	return &devs[dev];
+}
+
+/* ---------------- request pools ---------------- */
+
+void proto_send_reqs_init(struct proto_send *s)
+{
+	for (int i = PROTO_SEND_REQS - 1; i >= 0; i--) {
+		struct proto_send_req *q = &s->reqs[i];
+		q->h.kind = PROTO_REQ_SEND;
+		q->h.comm = &s->c;
+		util_freelist_push(&s->c.reqs, &q->h.free_node);
+	}
+}
+
+void proto_recv_reqs_init(struct proto_recv *r)
+{
+	for (int i = PROTO_RECV_REQS - 1; i >= 0; i--) {
+		struct proto_recv_req *q = &r->reqs[i];
+		q->h.kind = PROTO_REQ_RECV;
+		q->h.comm = &r->c;
+		util_freelist_push(&r->c.reqs, &q->h.free_node);
+	}
+}
+
+struct proto_req *proto_req_get(struct proto_comm *c)
+{
+	struct util_free_node *n = util_freelist_pop(&c->reqs);
+	if (!n)
+		return NULL;
+	struct proto_req *r = container_of(n, struct proto_req, free_node);
+	r->in_use = true;
+	return r;
+}
+
+void proto_req_put(struct proto_req *r)
+{
+	r->in_use = false;
+	util_freelist_push(&r->comm->reqs, &r->free_node);
+}
+
+void proto_req_reset(struct proto_req *r, int n)
+{
+	r->n = n;
+	r->nposted = 0;
+	atomic_store(&r->ncomplete, 0);
+	atomic_store(&r->status, 0);
+}
+
+/* ---------------- progress ---------------- */
+
+int proto_comm_progress(struct proto_comm *c)
+{
+	return ofi_ep_progress(c->rails[c->home]);
+}
+
+int proto_comm_progress_all(struct proto_comm *c)
+{
+	int total = 0;
+	for (int i = 0; i < c->nrails; i++) {
+		int n = ofi_ep_progress(c->rails[i]);
+		if (n < 0)
+			return n;
+		total += n;
+	}
+	return total;
+}

@@ -1,0 +1,180 @@
+/*
+ * proto_live.c - liveness: pings, pongs and goodbyes between the two ends of
+ * a connection (see PROTO_PING_NS), and what happens once a peer is gone.
+ */
+#include <stdio.h>
+
+#include "log/log.h"
+#include "proto/proto.h"
+#include "util/util.h"
+
+/* Records the first error that showed the peer is gone. */
+static void comm_mark_dead(struct proto_comm *c, int err)
+{
+	int expected = 0;
+	atomic_compare_exchange_strong(&c->dead, &expected, err);
+}
+
+static void ping_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err)
+{
+	struct proto_comm *c = op->owner;
+	LOG_TRACE(NCCL_NET, "liveness: ping to %s %s", c->peer_text ? c->peer_text : "?",
+		  err ? fi_strerror(err->err) : "sent");
+	/* delivered says nothing (tcp takes it into the kernel's buffer even
+	 * over a cut link): only the pong does; a failed one says the peer is gone */
+	if (err && err->err != FI_ECANCELED)
+		comm_mark_dead(c, err->err ? err->err : FI_EIO);
+	proto_op_done(c, op);
+}
+
+static void pong_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
+		      const struct fi_cq_err_entry *err)
+{
+	proto_op_done(op->owner, op);
+}
+
+void proto_live_init(struct proto_comm *c)
+{
+	proto_op_init(&c->ping_op, ping_done, c, 0);
+	proto_op_init(&c->pong_op, pong_done, c, 0);
+	proto_op_init(&c->bye_op, pong_done, c, 0);
+	atomic_flag_clear(&c->alive_busy);
+	atomic_init(&c->last_ns, util_coarse_ns());
+}
+
+ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
+			enum proto_ping_type type)
+{
+	uint32_t taken = c->kind == PROTO_RECV ?
+				 atomic_load(&container_of(c, struct proto_recv, c)->taken) : 0;
+	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
+				    .taken = taken, .secret = c->secret };
+	/* the home rail: where the comm's test() reads (rail 0 before the handshake) */
+	proto_op_will_post(c, op, c->rails[c->home]);
+	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), proto_ctrl_desc(c), c->ping_peer,
+				 &op->ctx);
+	if (rc)
+		proto_op_not_posted(c, op);
+	return rc;
+}
+
+/* A ping or pong for the object `id` of this domain, from the CTS pool of
+ * its home rail (CQ lock held). Checked like every control message: the addressee
+ * must be a connection whose peer is from_id, and the secret its own. */
+void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t id)
+{
+	struct ofi_domain *dom = ep->dom;
+	const struct proto_ping *m = msg;
+	pthread_mutex_lock(&dom->id_lock);
+	struct proto_comm *c = ofi_domain_lookup_locked(dom, id);
+	bool conn = c && c->magic == PROTO_COMM_MAGIC && (c->kind == PROTO_SEND || c->kind == PROTO_RECV);
+	if (!conn) {
+		/* closed meanwhile (or never ours): the peer's pings go unanswered */
+		pthread_mutex_unlock(&dom->id_lock);
+		return;
+	}
+	if (len != sizeof(*m) || m->magic != PROTO_PING_MAGIC || !c->ping_id ||
+	    m->from_id != c->ping_id || m->secret != c->secret ||
+	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE)) {
+		pthread_mutex_unlock(&dom->id_lock);
+		atomic_fetch_add(&ep->dropped, 1);
+		LOG_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
+				 "(%zu bytes)", c->kind == PROTO_SEND ? "to" : "from",
+				 c->peer_text ? c->peer_text : "?", len);
+		return;
+	}
+	if (m->type != PROTO_PING && c->kind == PROTO_SEND) {
+		/* how many of our messages the receiver took: only ever forward */
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		if (!atomic_exchange(&s->answered, true))
+			ofi_ep_peer_set_silent(c->ep, c->peer_rail0, false); /* it answers again */
+		uint32_t acked = atomic_load(&s->acked);
+		if ((int32_t)(m->taken - acked) > 0)
+			atomic_store(&s->acked, m->taken);
+		if (m->type == PROTO_BYE)
+			atomic_store(&s->peer_closed, true);
+	}
+	if (m->type == PROTO_PONG) {
+		atomic_store(&c->last_ns, util_coarse_ns());
+	} else if (m->type == PROTO_BYE) {
+		/* (its pings go unanswered from now on: liveness sees the rest) */
+	} else if (!atomic_load(&c->pong_op.posted)) {
+		/* (one pong in flight per connection: the peer pings again) */
+		(void)proto_ping_post(c, &c->pong_op, &c->pong_msg, PROTO_PONG);
+	}
+	pthread_mutex_unlock(&dom->id_lock);
+}
+
+/* The peer is gone: every request of the comm fails (proto_gone_rc; NCCL sees
+ * ncclRemoteError), and its operations are cancelled so the provider lets go
+ * of NCCL's buffers. */
+static void comm_fail_all(struct proto_comm *c, int err)
+{
+	int n = 0;
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		for (int i = 0; i < PROTO_SEND_REQS; i++)
+			if (s->reqs[i].h.in_use) {
+				proto_req_fail(&s->reqs[i].h, proto_gone_rc(err));
+				n++;
+			}
+	} else if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			if (r->reqs[i].h.in_use) {
+				proto_req_fail(&r->reqs[i].h, proto_gone_rc(err));
+				n++;
+			}
+	}
+	LOG_WARN(NCCL_NET,
+		 "connection %s %s: the peer is gone (%s: %s, %.1f s after its last sign of life). "
+		 "Failing %d pending request(s) with ncclRemoteError. The peer process probably died "
+		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
+		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
+		 err == FI_ETIMEDOUT ? "no answer to liveness pings" : "a liveness ping failed",
+		 fi_strerror(err), (double)(util_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
+	proto_comm_lock_rails(c);
+	proto_comm_cancel_locked(c);
+	proto_comm_unlock_rails(c);
+}
+
+int proto_comm_alive(struct proto_comm *c)
+{
+	int dead = atomic_load(&c->dead);
+	if (dead) {
+		if (!atomic_exchange(&c->dead_handled, true))
+			comm_fail_all(c, dead);
+		return dead;
+	}
+	if (!c->ping_id || atomic_flag_test_and_set(&c->alive_busy))
+		return 0;
+	uint64_t now = util_coarse_ns(), last = atomic_load(&c->last_ns);
+	if (now - last < PROTO_PING_NS || last > now) {
+		c->probe_ns = 0;
+		goto out;
+	}
+	if (!c->probe_ns || c->probe_ns < last)
+		c->probe_ns = now; /* pings from now on must be answered */
+	if (now - c->probe_ns > c->dev->peer_timeout_ns) {
+		comm_mark_dead(c, FI_ETIMEDOUT);
+		goto out;
+	}
+	if (atomic_load(&c->ping_op.posted) || now - c->ping_ns < PROTO_PING_NS)
+		goto out; /* (a ping the provider holds: the deadline above covers it) */
+	c->ping_ns = now;
+	ssize_t rc = proto_ping_post(c, &c->ping_op, &c->ping_msg, PROTO_PING);
+	LOG_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
+		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
+		  rc ? ofi_strerror((int)rc) : "posted");
+	if (rc) {
+		/* -FI_EAGAIN: tcp;ofi_rxm keeps reconnecting to a dead peer; the
+		 * deadline above ends it. Any other error ends it now. */
+		if (rc != -FI_EAGAIN)
+			comm_mark_dead(c, (int)-rc);
+	}
+out:
+	atomic_flag_clear(&c->alive_busy);
+	return 0;
+}
