@@ -301,9 +301,8 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
 		struct policy_rails_choice rails;
 		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-		policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,
-				 (int)p->cfg.v[CFG_RAILS].i, (int)p->cfg.v[CFG_PROGRESS_THREADS].i,
-				 &rails);
+		policy_rails(ncpus > 0 ? (int)ncpus : 1, (int)p->cfg.v[CFG_RAILS].i,
+			     (int)p->cfg.v[CFG_PROGRESS_THREADS].i, &rails);
 		dev->nrails = rails.rails;
 		dev->progress_threads = rails.threads;
 		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));

@@ -78,7 +78,7 @@ void ofi_discovery_free(struct ofi_discovery *d);
  * a new entry the caller frees, or NULL when the provider lacks them. */
 struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps);
 
-/* ---- memory registration cache (ofi_mr.c) ---- */
+/* ---- memory registrations (ofi_domain.c) and their cache (ofi_mr_cache.c) ---- */
 
 struct ofi_mr {
 	struct dlist link;         /* in the cache, sorted by start */
@@ -146,7 +146,9 @@ struct ofi_domain {
 	int cq_batch;
 	char name[POLICY_NAME_LEN];
 	int nep;
-	struct ofi_ep *eps[8];      /* rails: connections stripe over them */
+	/* rails: each connection takes one of them, its home rail, for all its
+	 * messages (proto gives connections their home rails in turn) */
+	struct ofi_ep *eps[CFG_MAX_RAILS];
 	/* Rails after the first open their own fi_domain: a provider may
 	 * serialise every call of a domain's endpoints under one lock (native
 	 * tcp's progress lock), so rails of one domain never run in parallel.

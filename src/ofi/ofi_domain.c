@@ -100,7 +100,7 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	}
 	/* Endpoints are opened up front: with FI_MR_ENDPOINT every registration is
 	 * bound to each of them, so they must all exist before the first one. */
-	int nep = attr->nep < 1 ? 1 : attr->nep > 8 ? 8 : attr->nep;
+	int nep = attr->nep < 1 ? 1 : attr->nep > CFG_MAX_RAILS ? CFG_MAX_RAILS : attr->nep;
 	dom->split = nep > 1 && !(dom->mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT)) && !dom->hmem &&
 		     !dom->rma_write;
 	for (int i = 0; i < nep; i++) {

@@ -386,7 +386,7 @@ bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer)
 
 /* Control receives are untagged: the provider keeps them apart from the
  * tagged data receives, so matching a data message never walks past them
- * (with 200 of them posted, shm's matching cost 2 us per message). Any
+ * (with hundreds posted, each tagged match would pay for them). Any
  * control message may land in any pool's buffer; its route picks the pool
  * whose handler takes it (pool_done). */
 static int pool_post(struct ofi_rx_slab *sl, int i)

@@ -325,12 +325,9 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 
 /* Without NCCL_FABRIC_PROVIDER: discovery order, except where one provider is
  * known to be slower than another over the same wire. libfabric 2.x's native
- * tcp RDM provider beat tcp;ofi_rxm through the plugin in NCCL's collectives
- * (one H200, 2 ranks as hosts, libfabric 2.1: sendrecv 32 MiB 17.7 ms against
- * 42.7 ms, all_reduce 512 KiB 370 us against 650 us, 8 B 36 us against 46 us;
- * bench/results/libfabric-2.1-tcp-native-vs-rxm.csv), so it is preferred
- * whatever order libfabric lists them in; NCCL_FABRIC_PROVIDER="tcp;ofi_rxm"
- * picks the layered one. */
+ * tcp RDM provider moved NCCL's collectives faster through the plugin than
+ * tcp;ofi_rxm, so it is preferred whatever order libfabric lists them in;
+ * NCCL_FABRIC_PROVIDER="tcp;ofi_rxm" picks the layered one. */
 static int default_rank(const char *prov, bool have_native_tcp)
 {
 	return have_native_tcp && !strcasecmp(prov, "tcp;ofi_rxm") ? 1 : 0;
@@ -815,25 +812,19 @@ size_t policy_eager(const char *prov, size_t inject_size, long cfg_eager, char *
 	return v;
 }
 
-void policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
-		      struct policy_rails_choice *out)
+void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out)
 {
-	/* One rail unless asked. Measured on an H200 host (16 CPUs, ranks as
-	 * hosts over loopback, native tcp, a domain and a home rail per
-	 * connection, busy threads only while a rail moves large messages): 4
-	 * rails raise 2-rank all_reduce 512 MiB from 2.65 to 3.5-3.7 GB/s at no
-	 * cost to small messages, but with 8 ranks on the 16 CPUs all_reduce
-	 * 8 B takes 91 us against 70 and sendrecv 512 MiB 1.12 GB/s against
-	 * 1.52 (bench/results/issue9-home-rail-gpu.csv). How many ranks share
-	 * the host is not ours to see: the default is what never loses. */
-	(void)prov;
+	/* One rail unless asked. More rails raise large-message bandwidth where
+	 * each process has CPUs to spare, but cost small messages and bandwidth
+	 * where ranks share the CPUs; how many ranks share the host is not ours
+	 * to see, so the default is what never loses. */
 	if (cfg_rails > 0) {
 		out->rails = cfg_rails;
 		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
 	} else {
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs; more rails raise large-"
-			 "message bandwidth where each process has CPUs to spare, and cost when "
+		snprintf(out->reason, sizeof(out->reason), "1 (the default; %d CPUs: more rails raise "
+			 "large-message bandwidth where each process has CPUs to spare, and cost when "
 			 "ranks share them)", ncpus);
 	}
 	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);

@@ -1447,23 +1447,23 @@ static int test_hmem_flush(void)
 static int test_datapath_defaults(void)
 {
 	struct policy_rails_choice c;
-	policy_rails("tcp;ofi_rxm", 16, 0, 0, &c);
-	CHECK_EQ(c.rails, 1); /* several rails measured slower (see policy.c) */
+	policy_rails(16, 0, 0, &c);
+	CHECK_EQ(c.rails, 1); /* NCCL_FABRIC_RAILS=0: one rail */
 	CHECK(!c.threads);
-	CHECK_STR_CONTAINS(c.reason, "auto, 16 CPUs");
-	policy_rails("tcp", 2, 0, 0, &c);
+	CHECK_STR_CONTAINS(c.reason, "1 (the default; 16 CPUs");
+	policy_rails(2, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
 	CHECK(!c.threads); /* auto: threads only with several rails */
-	policy_rails("shm", 64, 0, 0, &c);
+	policy_rails(64, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
-	policy_rails("tcp", 16, 4, 0, &c);
+	policy_rails(16, 4, 0, &c);
 	CHECK_EQ(c.rails, 4);
 	CHECK(c.threads); /* auto: threads with several rails */
-	policy_rails("shm", 2, 3, 2, &c);
+	policy_rails(2, 3, 2, &c);
 	CHECK_EQ(c.rails, 3);
 	CHECK(!c.threads);
 	CHECK_STR_CONTAINS(c.reason, "NCCL_FABRIC_RAILS");
-	policy_rails("shm", 2, 1, 1, &c);
+	policy_rails(2, 1, 1, &c);
 	CHECK(c.threads);
 	char why[96];
 	CHECK_EQ(policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 65536);
