@@ -17,6 +17,7 @@
 #include <rdma/fabric.h>
 
 #include "cfg/cfg.h"
+#include "policy/policy_traits.h"
 
 #define POLICY_MAX_ATTEMPTS 16
 #define POLICY_MAX_CANDS 256
@@ -105,8 +106,10 @@ struct policy_selection {
 	struct policy_dev_choice devs[POLICY_MAX_DEVS];
 };
 
+/* fi_version: the run-time libfabric's, for the providers' traits (ranking). */
 int policy_select(const struct policy_attempt_result *attempts, int nattempts,
-		      const struct cfg_values *cfg, struct policy_selection *sel);
+		      const struct cfg_values *cfg, uint32_t fi_version,
+		      struct policy_selection *sel);
 
 /* Tag bits a provider offers, from ep_attr->mem_tag_format. */
 unsigned policy_tag_bits(uint64_t mem_tag_format);
@@ -196,11 +199,11 @@ struct policy_rails_choice {
 void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out);
 
 /* The eager limit: messages up to it are sent without waiting for the
- * receiver. auto (cfg_eager < 0): what the provider completes on its own, so
- * an eager send never holds NCCL's buffer until a receive is posted: stream
- * providers take NCCL's LL receive size, others their inject size. */
-size_t policy_eager(const char *prov_name, size_t inject_size, long cfg_eager, char *reason,
-			size_t reason_len);
+ * receiver. auto (cfg_eager < 0): what the provider completes on its own
+ * (traits->eager_default), so an eager send never holds NCCL's buffer until
+ * a receive is posted. */
+size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
+		    size_t reason_len);
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed
