@@ -115,7 +115,6 @@ const char *cfg_source_name(enum cfg_source src)
 	switch (src) {
 	case CFG_SRC_DEFAULT: return "default";
 	case CFG_SRC_ENV: return "environment";
-	case CFG_SRC_OVERRIDE: return "override";
 	case CFG_SRC_INVALID_ENV: return "default (invalid environment value ignored)";
 	}
 	return "?";

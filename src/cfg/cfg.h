@@ -18,6 +18,9 @@ enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ENUM };
 enum cfg_hmem_mode { CFG_HMEM_AUTO = 0, CFG_HMEM_FORCE = 1, CFG_HMEM_OFF = 2 };
 /* Values of NCCL_FABRIC_FLUSH. */
 enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH_MODE_CUDA = 2 };
+/* Most rails (endpoints) a device opens: NCCL_FABRIC_RAILS's bound, the
+ * domain's endpoint table and the rail addresses a CONNECT carries. */
+#define CFG_MAX_RAILS 8
 
 /*     id           type           default  min  max      enum names    help */
 #define CFG_SETTINGS(X)                                                                        \
@@ -41,12 +44,12 @@ enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH
 	  "Without either, GPU memory is not used.")                                         \
 	X(MAX_RECVS, CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
-	X(RAILS, CFG_INT, "0", 0, 8, NULL,                                                 \
+	X(RAILS, CFG_INT, "0", 0, CFG_MAX_RAILS, NULL,                                     \
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path. The receiver gives each connection a home "     \
 	  "rail, in turn, which all its messages take (a stream provider such as tcp gives "  \
-	  "each rail its own stream). 0: auto (1: more rails pay where each process has CPUs " \
-	  "to spare; see nccl-fabric-info).")                                                  \
+	  "each rail its own stream). 0 (the default): one rail; more rails pay where each "   \
+	  "process has CPUs to spare (see nccl-fabric-info).")                                 \
 	X(PROGRESS_THREADS, CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions while the rail moves large messages, so " \
 	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \
@@ -83,7 +86,7 @@ enum cfg_id {
 	CFG_COUNT
 };
 
-enum cfg_source { CFG_SRC_DEFAULT, CFG_SRC_ENV, CFG_SRC_OVERRIDE, CFG_SRC_INVALID_ENV };
+enum cfg_source { CFG_SRC_DEFAULT, CFG_SRC_ENV, CFG_SRC_INVALID_ENV };
 
 struct cfg_desc {
 	const char *name; /* full environment name, NCCL_FABRIC_... */

@@ -236,8 +236,9 @@ static struct core_plugin *plugin_create(int *rc)
 		return NULL;
 	}
 	proto_comm_counts_reset();
-	/* libfabric's shm provider installs signal handlers that point into
-	 * libfabric: it must outlive any dlclose of this plugin. */
+	/* Providers may install signal handlers that point into libfabric
+	 * (policy_traits.c, "signal handlers"): it must outlive any dlclose of
+	 * this plugin. */
 	p->libfabric_pin = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NODELETE | RTLD_NOLOAD);
 
 	p->cfg_invalid = cfg_load(&p->cfg, NULL, NULL);
@@ -274,7 +275,7 @@ static struct core_plugin *plugin_create(int *rc)
 		pthread_mutex_init(&dev->open_lock, NULL);
 		dev->hmem = p->hmem.use_hmem && dev->choice.hmem_info;
 		/* Host-only devices use the entry without FI_HMEM: an FI_HMEM entry may
-		 * have worse attributes (shm's has inject size 0). */
+		 * have worse attributes (policy_traits.c, "host entry"). */
 		dev->info = dev->hmem ? dev->choice.hmem_info :
 			    dev->choice.host_info ? dev->choice.host_info : dev->choice.hmem_info;
 		/* Directed receives: a connection's data receives then match only
@@ -285,9 +286,10 @@ static struct core_plugin *plugin_create(int *rc)
 		unsigned bits = policy_tag_bits(dev->info->ep_attr->mem_tag_format);
 		proto_tag_layout_init(&dev->layout, bits);
 		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
-		size_t inject = dev->info->tx_attr ? dev->info->tx_attr->inject_size : 0;
-		dev->eager_max = policy_eager(sel->provider, inject, (long)p->cfg.v[CFG_EAGER_MAX].i,
-						  dev->eager_reason, sizeof(dev->eager_reason));
+		struct policy_traits traits;
+		policy_traits_for(dev->info, p->disc.runtime_version, &traits);
+		dev->eager_max = policy_eager(&traits, (long)p->cfg.v[CFG_EAGER_MAX].i,
+					      dev->eager_reason, sizeof(dev->eager_reason));
 		dev->timeout_ns = (uint64_t)p->cfg.v[CFG_TIMEOUT].i * 1000000000ULL;
 		dev->peer_timeout_ns = (uint64_t)p->cfg.v[CFG_PEER_TIMEOUT].i * 1000000000ULL;
 		dev->flush = (int)p->hmem.flush;
@@ -299,9 +301,8 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
 		struct policy_rails_choice rails;
 		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-		policy_rails(sel->provider, ncpus > 0 ? (int)ncpus : 1,
-				 (int)p->cfg.v[CFG_RAILS].i, (int)p->cfg.v[CFG_PROGRESS_THREADS].i,
-				 &rails);
+		policy_rails(ncpus > 0 ? (int)ncpus : 1, (int)p->cfg.v[CFG_RAILS].i,
+			     (int)p->cfg.v[CFG_PROGRESS_THREADS].i, &rails);
 		dev->nrails = rails.rails;
 		dev->progress_threads = rails.threads;
 		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));

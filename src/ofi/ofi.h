@@ -78,7 +78,7 @@ void ofi_discovery_free(struct ofi_discovery *d);
  * a new entry the caller frees, or NULL when the provider lacks them. */
 struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps);
 
-/* ---- memory registration cache (ofi_mr.c) ---- */
+/* ---- memory registrations (ofi_domain.c) and their cache (ofi_mr_cache.c) ---- */
 
 struct ofi_mr {
 	struct dlist link;         /* in the cache, sorted by start */
@@ -140,19 +140,21 @@ struct ofi_domain {
 	int mr_mode;
 	bool hmem, rma;
 	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
-	bool serialize;             /* provider quirk, see ofi_domain_open */
+	struct policy_traits traits; /* the provider's quirks, computed at open */
 	bool directed;              /* FI_DIRECTED_RECV: receives can name their source */
 	int expected_cuda_rc;
 	int cq_batch;
 	char name[POLICY_NAME_LEN];
 	int nep;
-	struct ofi_ep *eps[8];      /* rails: connections stripe over them */
+	/* rails: each connection takes one of them, its home rail, for all its
+	 * messages (proto gives connections their home rails in turn) */
+	struct ofi_ep *eps[CFG_MAX_RAILS];
 	/* Rails after the first open their own fi_domain: a provider may
-	 * serialise every call of a domain's endpoints under one lock (native
-	 * tcp's progress lock), so rails of one domain never run in parallel.
-	 * Only where no registration is needed on them (no FI_MR_LOCAL or
-	 * FI_MR_ENDPOINT, no GPU memory, no RMA writes): registrations belong
-	 * to the first domain, and the other rails get no descriptors. */
+	 * serialise every call of a domain's endpoints under one lock
+	 * (policy_traits.c, "split domains"), so rails of one domain never run
+	 * in parallel. Only where the traits allow it and nothing else needs
+	 * registrations on them (no GPU memory, no RMA writes): registrations
+	 * belong to the first domain, and the other rails get no descriptors. */
 	bool split;
 	pthread_mutex_t zombie_lock;
 	struct dlist zombies;       /* closed objects waiting for their last completion */
@@ -295,7 +297,7 @@ struct ofi_ep {
 	atomic_uint_fast64_t completions;
 	atomic_int cq_errors;
 	atomic_uint dropped;        /* malformed or forged messages and addresses refused */
-	bool serialize;             /* provider quirk: posts wait for CQ reads (cq_lock) */
+	bool serialize;             /* traits.serialize: posts wait for CQ reads (cq_lock) */
 	ofi_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
 	void *rw_arg;
 	struct fid_domain *own_domain; /* a split rail's own domain (ofi_domain.split), or NULL */
@@ -309,8 +311,9 @@ static inline void *ofi_ep_desc(const struct ofi_ep *ep, void *desc)
 	return ep->own_domain ? NULL : desc;
 }
 
-/* Every libfabric data call goes through these, so a provider quirk lives in
- * one place. cq_lock is recursive: completion callbacks post while holding it. */
+/* Every libfabric data call goes through these, so the serialize trait is
+ * applied in one place. cq_lock is recursive: completion callbacks post
+ * while holding it. */
 static inline void ofi_ep_enter(struct ofi_ep *ep)
 {
 	if (ep->serialize)
@@ -397,10 +400,9 @@ void ofi_ep_close(struct ofi_ep *ep);
  * rails move data in parallel. Otherwise only when no other thread has for
  * OFI_EP_IDLE_NS: control messages (pings) are answered and a closed
  * connection drains while NCCL calls nothing on this endpoint. */
-/* (50 ms: with 10 ms the test provider over shm 1.17, which the shm quirk
- * did not serialise, lost a message once in CI; the test provider now
- * serialises over shm itself, and 50 ms is the interval every CI run passed
- * with) */
+/* (Not much shorter: an idle read races with NCCL's posts, and a provider
+ * with a thread-safety bug the traits do not know of (policy_traits.c,
+ * "serialize") gets fewer chances to lose a message.) */
 #define OFI_EP_IDLE_NS (50ULL * 1000000ULL)
 int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy);
 /* op, about to be posted on op->ep, moves a large message: the endpoint's
@@ -456,7 +458,8 @@ struct ofi_zombie {
 void ofi_domain_add_zombie(struct ofi_domain *dom, struct ofi_zombie *z);
 
 /* The positive FI_* code of an error completion. libfabric documents err as
- * positive; some providers (shm of 1.17) store it negated. */
+ * positive; some providers store it negated (policy_traits.c, "CQ error
+ * sign"). */
 static inline int ofi_cq_err_code(const struct fi_cq_err_entry *err)
 {
 	return err->err < 0 ? -err->err : err->err;

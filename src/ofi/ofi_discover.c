@@ -59,7 +59,8 @@ int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 		LOG_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,
 			  r->rc ? ofi_strerror(r->rc) : "entries returned");
 	}
-	return policy_select(d->attempts, d->nattempts, cfg, &d->sel) ? -FI_ENODATA : 0;
+	return policy_select(d->attempts, d->nattempts, cfg, d->runtime_version, &d->sel) ?
+		       -FI_ENODATA : 0;
 }
 
 struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps)
@@ -134,14 +135,21 @@ void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe)
 		snprintf(probe->error, sizeof(probe->error), "fi_endpoint: %s", ofi_strerror(rc));
 		goto out;
 	}
-	/* Bound like a real endpoint: ofi_rxm crashes closing an unbound one. */
+	/* Bound like a real endpoint: fi_enable needs it, and some providers
+	 * crash closing an unbound one (policy_traits.c, "unbound close"). */
 	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
 	struct fi_av_attr av_attr = { .type = copy->domain_attr->av_type };
 	if ((rc = fi_cq_open(domain, &cq_attr, &cq, NULL)) ||
 	    (rc = fi_av_open(domain, &av_attr, &av, NULL)) ||
 	    (rc = fi_ep_bind(ep, &av->fid, 0)) ||
 	    (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) {
-		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s", ofi_strerror(rc));
+		struct policy_traits traits;
+		policy_traits_for(copy, fi_version(), &traits);
+		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s%s", ofi_strerror(rc),
+			 traits.close_unbound_crashes ? " (endpoint left open: closing it unbound "
+							"would crash this provider)" : "");
+		if (traits.close_unbound_crashes)
+			ep = NULL;
 		goto out;
 	}
 	/* The option must be set before fi_enable (the 1.21 man page says so and
@@ -150,9 +158,10 @@ void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe)
 	probe->cuda_api_permitted_rc =
 		fi_setopt(&ep->fid, FI_OPT_ENDPOINT, POLICY_OPT_CUDA_API_PERMITTED, &permitted,
 			  sizeof(permitted));
-	/* Enabled like a real endpoint before anything is read back: shm and sm2
-	 * of libfabric 2.x dereference state made at fi_enable in fi_getopt. An
-	 * endpoint that does not enable is one NCCL could not use either. */
+	/* Enabled like a real endpoint before anything is read back: some
+	 * providers read state made at fi_enable in fi_getopt (policy_traits.c,
+	 * "getopt before enable"). An endpoint that does not enable is one NCCL
+	 * could not use either. */
 	if ((rc = fi_enable(ep))) {
 		snprintf(probe->error, sizeof(probe->error), "fi_enable: %s", ofi_strerror(rc));
 		goto out;

@@ -70,12 +70,9 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	}
 	dom->mr_mode = dom->info->domain_attr->mr_mode;
 	dom->directed = (dom->info->caps & FI_DIRECTED_RECV) != 0;
-	/* Provider quirk: libfabric 1.17's shm loses messages (about 1 in 100
-	 * runs) when one thread posts while another reads the same endpoint's
-	 * CQ, though it claims FI_THREAD_SAFE. NCCL's one-process, many-GPU mode
-	 * does exactly that, so its endpoints serialize the two. */
-	dom->serialize = policy_name_matches("shm", dom->info->fabric_attr->prov_name);
-	if (dom->serialize)
+	/* The provider's quirks (policy_traits.c), for this domain and its endpoints. */
+	policy_traits_for(dom->info, fi_version(), &dom->traits);
+	if (dom->traits.serialize)
 		LOG_INFO(NCCL_INIT | NCCL_NET,
 			 "device %s: provider %s: posts and completion reads are serialized per "
 			 "endpoint (its multi-threaded posting is unreliable)",
@@ -100,9 +97,8 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	}
 	/* Endpoints are opened up front: with FI_MR_ENDPOINT every registration is
 	 * bound to each of them, so they must all exist before the first one. */
-	int nep = attr->nep < 1 ? 1 : attr->nep > 8 ? 8 : attr->nep;
-	dom->split = nep > 1 && !(dom->mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT)) && !dom->hmem &&
-		     !dom->rma_write;
+	int nep = attr->nep < 1 ? 1 : attr->nep > CFG_MAX_RAILS ? CFG_MAX_RAILS : attr->nep;
+	dom->split = nep > 1 && dom->traits.split_domains && !dom->hmem && !dom->rma_write;
 	for (int i = 0; i < nep; i++) {
 		rc = ofi_ep_open(dom, i, &dom->eps[i]);
 		if (rc)

@@ -55,7 +55,7 @@ int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE); /* callbacks post under it */
 	pthread_mutex_init(&ep->cq_lock, &ma);
 	pthread_mutexattr_destroy(&ma);
-	ep->serialize = dom->serialize;
+	ep->serialize = dom->traits.serialize;
 	pthread_mutex_init(&ep->lock, NULL);
 	pthread_mutex_init(&ep->wake_lock, NULL);
 	pthread_condattr_t ca;
@@ -102,8 +102,11 @@ int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 	if (!rc)
 		rc = fi_ep_bind(ep->ep, &ep->cq->fid, FI_TRANSMIT | FI_RECV);
 	if (rc) {
-		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_ep_bind failed: %s", dom->name,
-			 ofi_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_ep_bind failed: %s%s", dom->name,
+			 ofi_strerror(rc), dom->traits.close_unbound_crashes ?
+			 " (the endpoint is left open: closing it unbound would crash this provider)" : "");
+		if (dom->traits.close_unbound_crashes)
+			ep->ep = NULL;
 		goto fail;
 	}
 
@@ -232,7 +235,8 @@ int ofi_ep_progress(struct ofi_ep *ep)
 				struct ofi_op *op = entries[i].op_context;
 				uint64_t fl = entries[i].flags;
 				/* a peer's RMA write with CQ data has no context of ours
-				 * (shm of 2.x flags it FI_RMA|FI_REMOTE_CQ_DATA only) */
+				 * (some flag it FI_RMA|FI_REMOTE_CQ_DATA only:
+				 * policy_traits.c, "remote write flags") */
 				if ((fl & FI_REMOTE_WRITE) || (!op && (fl & FI_REMOTE_CQ_DATA))) {
 					if (ep->rw_fn)
 						ep->rw_fn(ep, ep->rw_arg, entries[i].data, entries[i].len);
@@ -266,8 +270,8 @@ int ofi_ep_progress(struct ofi_ep *ep)
 			ssize_t r = fi_cq_readerr(ep->cq, &u.e, 0);
 			err = u.e;
 			if (r == 1 || r == sizeof(err)) {
-				/* The one place a provider's error sign is normalised:
-				 * shm of 1.17 reports -FI_ETRUNC, 2.x +FI_ETRUNC. */
+				/* The one place a provider's error sign is normalised
+				 * (policy_traits.c, "CQ error sign"). */
 				err.err = ofi_cq_err_code(&err);
 				atomic_fetch_add(&ep->cq_errors, 1);
 				struct ofi_op *op = err.op_context;
@@ -386,7 +390,7 @@ bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer)
 
 /* Control receives are untagged: the provider keeps them apart from the
  * tagged data receives, so matching a data message never walks past them
- * (with 200 of them posted, shm's matching cost 2 us per message). Any
+ * (with hundreds posted, each tagged match would pay for them). Any
  * control message may land in any pool's buffer; its route picks the pool
  * whose handler takes it (pool_done). */
 static int pool_post(struct ofi_rx_slab *sl, int i)

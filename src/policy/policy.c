@@ -62,8 +62,9 @@ static void plan_one(struct policy_attempt_plan *p, bool local, bool hmem, bool 
 	p->remote = !local;
 	p->rma = rma;
 	p->legacy = legacy;
-	/* No locality bit for the single-host pass: shm (1.17) answers nothing
-	 * when FI_LOCAL_COMM is asked for. */
+	/* No locality bit for the single-host pass: some single-host providers
+	 * answer nothing when FI_LOCAL_COMM is asked for (policy_traits.c, "no
+	 * FI_LOCAL_COMM"). */
 	p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) | (hmem ? FI_HMEM : 0) |
 		  (rma ? (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) : 0);
 	p->mode = POLICY_SUPPORTED_MODE;
@@ -206,7 +207,8 @@ static bool is_loopback(const struct fi_info *info)
 
 /* libfabric 2.x answers FI_REMOTE_COMM on a host whose only usable interface
  * is loopback with a bare entry for an IP provider: no address, the generic
- * address format, the provider's own name as domain. fi_enable fails on it. */
+ * address format, the provider's own name as domain. fi_enable fails on it
+ * (policy_traits.c, "template entry"). */
 static bool is_template(const struct fi_info *info, const char *prov)
 {
 	if (info->src_addr || info->addr_format != FI_SOCKADDR || !info->domain_attr ||
@@ -323,21 +325,26 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 	return true;
 }
 
-/* Without NCCL_FABRIC_PROVIDER: discovery order, except where one provider is
- * known to be slower than another over the same wire. libfabric 2.x's native
- * tcp RDM provider beat tcp;ofi_rxm through the plugin in NCCL's collectives
- * (one H200, 2 ranks as hosts, libfabric 2.1: sendrecv 32 MiB 17.7 ms against
- * 42.7 ms, all_reduce 512 KiB 370 us against 650 us, 8 B 36 us against 46 us;
- * bench/results/libfabric-2.1-tcp-native-vs-rxm.csv), so it is preferred
- * whatever order libfabric lists them in; NCCL_FABRIC_PROVIDER="tcp;ofi_rxm"
- * picks the layered one. */
-static int default_rank(const char *prov, bool have_native_tcp)
+/* The traits of a candidate's provider (policy_traits.c). */
+static struct policy_traits cand_traits(const struct policy_cand *c, uint32_t fi_version)
 {
-	return have_native_tcp && !strcasecmp(prov, "tcp;ofi_rxm") ? 1 : 0;
+	struct policy_traits t;
+	policy_traits_for(c->info, fi_version, &t);
+	return t;
+}
+
+/* Without NCCL_FABRIC_PROVIDER: discovery order, except where one provider is
+ * known to be slower than another over the same wire: where a preferred
+ * provider is usable, one that yields to it comes after every other
+ * (policy_traits.c, "ranking"). NCCL_FABRIC_PROVIDER names either. */
+static int default_rank(const struct policy_traits *t, bool have_preferred)
+{
+	return have_preferred && t->yields ? 1 : 0;
 }
 
 int policy_select(const struct policy_attempt_result *attempts, int nattempts,
-		      const struct cfg_values *cfg, struct policy_selection *sel)
+		      const struct cfg_values *cfg, uint32_t fi_version,
+		      struct policy_selection *sel)
 {
 	struct name_list names;
 	memset(sel, 0, sizeof(*sel));
@@ -371,14 +378,15 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 	 * usable entry in discovery order (FI_HMEM attempts come first). */
 	const struct policy_cand *first = NULL;
 	int best_rank = 1 << 30;
-	bool have_native_tcp = false;
+	bool have_preferred = false;
 	for (int k = 0; k < sel->ncands; k++)
-		have_native_tcp |= sel->cands[k].kept && !strcasecmp(sel->cands[k].prov, "tcp");
+		have_preferred |= sel->cands[k].kept && cand_traits(&sel->cands[k], fi_version).preferred;
 	for (int k = 0; k < sel->ncands; k++) {
 		const struct policy_cand *c = &sel->cands[k];
 		if (!c->kept)
 			continue;
-		int rank = names.ninc ? include_rank(&names, c->prov) : default_rank(c->prov, have_native_tcp);
+		struct policy_traits t = cand_traits(c, fi_version);
+		int rank = names.ninc ? include_rank(&names, c->prov) : default_rank(&t, have_preferred);
 		if (rank < best_rank) {
 			best_rank = rank;
 			first = c;
@@ -398,6 +406,8 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 		return -1;
 	}
 	util_strlcpy(sel->provider, first->prov, sizeof(sel->provider));
+	struct policy_traits first_traits = cand_traits(first, fi_version);
+	bool reordered = !names.ninc && have_preferred && first_traits.preferred;
 
 	bool any_real = false;
 	for (int k = 0; k < sel->ncands; k++) {
@@ -414,7 +424,8 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 			c->kept = false;
 			char prov[POLICY_NAME_LEN]; /* a copy: source and target in one struct */
 			util_strlcpy(prov, c->prov, sizeof(prov));
-			if (!names.ninc && default_rank(prov, have_native_tcp))
+			struct policy_traits t = cand_traits(c, fi_version);
+			if (!names.ninc && default_rank(&t, have_preferred))
 				snprintf(c->reason, sizeof(c->reason),
 					 "usable, but %s is preferred by default (measured faster); "
 					 "NCCL_FABRIC_PROVIDER=\"%s\" selects it", sel->provider, prov);
@@ -456,11 +467,14 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 	}
 	sel->local_only = !any_remote;
 	sel->ok = true;
-	bool reordered = !names.ninc && have_native_tcp && !strcasecmp(sel->provider, "tcp");
-	snprintf(sel->reason, sizeof(sel->reason), "%s%s; %d device%s%s%s", sel->provider,
-		 names.ninc ? " (named in NCCL_FABRIC_PROVIDER)" :
-		 reordered  ? " (native tcp, preferred to tcp;ofi_rxm: measured faster)" :
-			      " (first provider libfabric offers that reaches other hosts)",
+	char why[POLICY_REASON_LEN / 2];
+	if (names.ninc)
+		snprintf(why, sizeof(why), " (named in NCCL_FABRIC_PROVIDER)");
+	else if (reordered)
+		snprintf(why, sizeof(why), " (%s)", first_traits.preferred_why);
+	else
+		snprintf(why, sizeof(why), " (first provider libfabric offers that reaches other hosts)");
+	snprintf(sel->reason, sizeof(sel->reason), "%s%s; %d device%s%s%s", sel->provider, why,
 		 sel->ndevs, sel->ndevs == 1 ? "" : "s",
 		 sel->local_only ? "; single-host provider: ranks must share a host" : "",
 		 truncated ? "; candidate list truncated" : "");
@@ -790,50 +804,36 @@ void policy_hmem(const struct policy_selection *sel, const struct policy_probe *
 			 "where a test that registers GPU memory with the provider directly does.");
 }
 
-static bool stream_provider(const char *prov)
-{
-	size_t core = strcspn(prov, ";");
-	return (core == 3 && !strncasecmp(prov, "tcp", 3)) ||
-	       (core == 7 && !strncasecmp(prov, "sockets", 7));
-}
-
-size_t policy_eager(const char *prov, size_t inject_size, long cfg_eager, char *reason,
-			size_t reason_len)
+size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
+		    size_t reason_len)
 {
 	if (cfg_eager >= 0) {
 		snprintf(reason, reason_len, "%ld bytes (NCCL_FABRIC_EAGER_MAX)", cfg_eager);
 		return (size_t)cfg_eager;
 	}
 	/* A stream provider takes any message into its stream without the
-	 * receiver. 64 KiB is what NCCL's LL protocol posts per receive (its
-	 * 512 KiB buffer in 8 steps): every LL message then goes at once, and
-	 * its receive needs no CTS (see PROTO_LAZY_CTS_NS). */
-	size_t v = stream_provider(prov) ? 65536 : inject_size;
+	 * receiver: NCCL's LL messages then go at once, and their receives need
+	 * no CTS (see PROTO_LAZY_CTS_NS). */
+	size_t v = traits->eager_default;
 	snprintf(reason, reason_len, "%zu bytes (auto: %s)", v,
-		 stream_provider(prov) ? "stream provider, NCCL's LL receive size" :
-					 "the provider's inject size");
+		 traits->stream ? "stream provider, NCCL's LL receive size" :
+				  "the provider's inject size");
 	return v;
 }
 
-void policy_rails(const char *prov, int ncpus, int cfg_rails, int threads_mode,
-		      struct policy_rails_choice *out)
+void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out)
 {
-	/* One rail unless asked. Measured on an H200 host (16 CPUs, ranks as
-	 * hosts over loopback, native tcp, a domain and a home rail per
-	 * connection, busy threads only while a rail moves large messages): 4
-	 * rails raise 2-rank all_reduce 512 MiB from 2.65 to 3.5-3.7 GB/s at no
-	 * cost to small messages, but with 8 ranks on the 16 CPUs all_reduce
-	 * 8 B takes 91 us against 70 and sendrecv 512 MiB 1.12 GB/s against
-	 * 1.52 (bench/results/issue9-home-rail-gpu.csv). How many ranks share
-	 * the host is not ours to see: the default is what never loses. */
-	(void)prov;
+	/* One rail unless asked. More rails raise large-message bandwidth where
+	 * each process has CPUs to spare, but cost small messages and bandwidth
+	 * where ranks share the CPUs; how many ranks share the host is not ours
+	 * to see, so the default is what never loses. */
 	if (cfg_rails > 0) {
 		out->rails = cfg_rails;
 		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
 	} else {
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason), "1 (auto, %d CPUs; more rails raise large-"
-			 "message bandwidth where each process has CPUs to spare, and cost when "
+		snprintf(out->reason, sizeof(out->reason), "1 (the default; %d CPUs: more rails raise "
+			 "large-message bandwidth where each process has CPUs to spare, and cost when "
 			 "ranks share them)", ncpus);
 	}
 	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);

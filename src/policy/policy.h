@@ -17,6 +17,7 @@
 #include <rdma/fabric.h>
 
 #include "cfg/cfg.h"
+#include "policy/policy_traits.h"
 
 #define POLICY_MAX_ATTEMPTS 16
 #define POLICY_MAX_CANDS 256
@@ -30,7 +31,8 @@
 
 /* Mode bits the plugin honours: every request starts with a struct fi_context2. */
 #define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2)
-/* mr_mode bits the plugin honours (ofi/ofi_mr.c and the data path). */
+/* mr_mode bits the plugin honours (registration in ofi/ofi_domain.c, and the
+ * data path). */
 #define POLICY_SUPPORTED_MR_MODE                                                              \
 	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |   \
 	 FI_MR_HMEM)
@@ -104,8 +106,10 @@ struct policy_selection {
 	struct policy_dev_choice devs[POLICY_MAX_DEVS];
 };
 
+/* fi_version: the run-time libfabric's, for the providers' traits (ranking). */
 int policy_select(const struct policy_attempt_result *attempts, int nattempts,
-		      const struct cfg_values *cfg, struct policy_selection *sel);
+		      const struct cfg_values *cfg, uint32_t fi_version,
+		      struct policy_selection *sel);
 
 /* Tag bits a provider offers, from ep_attr->mem_tag_format. */
 unsigned policy_tag_bits(uint64_t mem_tag_format);
@@ -183,24 +187,23 @@ void policy_hmem(const struct policy_selection *sel, const struct policy_probe *
 const char *policy_cuda_answer(int rc, uint32_t fi_version);
 const char *policy_verdict_name(enum policy_hmem_verdict v);
 
-/* Rails (endpoints per device) and progress threads. Pure: the provider's
- * name, the CPUs, and the settings in; a choice and its reason out. */
+/* Rails (endpoints per device) and progress threads. Pure: the CPUs and the
+ * settings in; a choice and its reason out. */
 struct policy_rails_choice {
 	int rails;
 	bool threads;
 	char reason[POLICY_REASON_LEN];
 };
-/* cfg_rails: NCCL_FABRIC_RAILS (0: auto); threads_mode: NCCL_FABRIC_PROGRESS_THREADS
- * (0 auto, 1 on, 2 off). */
-void policy_rails(const char *prov_name, int ncpus, int cfg_rails, int threads_mode,
-		      struct policy_rails_choice *out);
+/* cfg_rails: NCCL_FABRIC_RAILS (0: the default, one rail); threads_mode:
+ * NCCL_FABRIC_PROGRESS_THREADS (0 auto, 1 on, 2 off). */
+void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out);
 
 /* The eager limit: messages up to it are sent without waiting for the
- * receiver. auto (cfg_eager < 0): what the provider completes on its own, so
- * an eager send never holds NCCL's buffer until a receive is posted: stream
- * providers buffer 16 KiB cheaply, others take their inject size. */
-size_t policy_eager(const char *prov_name, size_t inject_size, long cfg_eager, char *reason,
-			size_t reason_len);
+ * receiver. auto (cfg_eager < 0): what the provider completes on its own
+ * (traits->eager_default), so an eager send never holds NCCL's buffer until
+ * a receive is posted. */
+size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
+		    size_t reason_len);
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed

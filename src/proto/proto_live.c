@@ -169,8 +169,8 @@ int proto_comm_alive(struct proto_comm *c)
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
 		  rc ? ofi_strerror((int)rc) : "posted");
 	if (rc) {
-		/* -FI_EAGAIN: tcp;ofi_rxm keeps reconnecting to a dead peer; the
-		 * deadline above ends it. Any other error ends it now. */
+		/* -FI_EAGAIN: busy, never a verdict (policy_traits.c, "EAGAIN for a
+		 * dead peer"); the deadline above ends it. Any other error ends it now. */
 		if (rc != -FI_EAGAIN)
 			comm_mark_dead(c, (int)-rc);
 	}

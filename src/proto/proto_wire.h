@@ -48,7 +48,7 @@ enum proto_reject_reason {
 	PROTO_REJECT_NO_LISTENER = 4, /* no listen comm with that id: closed, or a stale handle */
 };
 
-#define PROTO_MAX_RAILS 8
+#define PROTO_MAX_RAILS CFG_MAX_RAILS
 
 /* Control messages travel untagged (fi_send into the endpoint's control
  * receives), apart from tagged data: a data message never walks past posted
@@ -60,7 +60,7 @@ struct proto_msg {
 	uint32_t magic;
 	uint8_t version;
 	uint8_t type;
-	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..8) */
+	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..PROTO_MAX_RAILS) */
 	uint8_t rail;       /* ACCEPT: the rail the connection's messages take; below nrails */
 	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
 	uint32_t reason;    /* REJECT: enum proto_reject_reason */

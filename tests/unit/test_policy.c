@@ -68,6 +68,7 @@ struct scenario {
 	struct policy_attempt_result res[POLICY_MAX_ATTEMPTS];
 	struct fi_info *tail[POLICY_MAX_ATTEMPTS];
 	struct cfg_values cfg;
+	uint32_t fi_version; /* the run-time libfabric the plan was made for */
 	struct policy_selection sel;
 };
 
@@ -86,7 +87,8 @@ static void scen_init(struct scenario *s, const char *provider)
 	memset(s, 0, sizeof(*s));
 	make_cfg(&s->cfg, provider, NULL, NULL);
 	/* 1.17: one ask per kind, in the order of the A_* indices */
-	s->n = policy_plan(&s->cfg, FI_VERSION(1, 17), s->plan);
+	s->fi_version = FI_VERSION(1, 17);
+	s->n = policy_plan(&s->cfg, s->fi_version, s->plan);
 	for (int a = 0; a < s->n; a++) {
 		s->res[a].plan = s->plan[a];
 		s->res[a].rc = -FI_ENODATA;
@@ -147,7 +149,7 @@ static void scen_free(struct scenario *s)
 
 static int scen_select(struct scenario *s)
 {
-	return policy_select(s->res, s->n, &s->cfg, &s->sel);
+	return policy_select(s->res, s->n, &s->cfg, s->fi_version, &s->sel);
 }
 
 /* The candidate that came from info. */
@@ -909,7 +911,8 @@ static int test_select_legacy_api(void)
 	struct scenario s;
 	memset(&s, 0, sizeof(s));
 	make_cfg(&s.cfg, "oldprov", NULL, NULL);
-	s.n = policy_plan(&s.cfg, FI_VERSION(2, 1), s.plan);
+	s.fi_version = FI_VERSION(2, 1);
+	s.n = policy_plan(&s.cfg, s.fi_version, s.plan);
 	CHECK_EQ(s.n, 16);
 	for (int a = 0; a < s.n; a++) {
 		s.res[a].plan = s.plan[a];
@@ -1442,35 +1445,39 @@ static int test_hmem_flush(void)
 	return 0;
 }
 
-/* Rails, threads and the eager limit: chosen from the provider and CPUs,
- * settings win, and the reason says which. */
+/* Rails, threads and the eager limit: chosen from the CPUs and the
+ * provider's traits, settings win, and the reason says which. */
 static int test_datapath_defaults(void)
 {
 	struct policy_rails_choice c;
-	policy_rails("tcp;ofi_rxm", 16, 0, 0, &c);
-	CHECK_EQ(c.rails, 1); /* several rails measured slower (see policy.c) */
+	policy_rails(16, 0, 0, &c);
+	CHECK_EQ(c.rails, 1); /* NCCL_FABRIC_RAILS=0: one rail */
 	CHECK(!c.threads);
-	CHECK_STR_CONTAINS(c.reason, "auto, 16 CPUs");
-	policy_rails("tcp", 2, 0, 0, &c);
+	CHECK_STR_CONTAINS(c.reason, "1 (the default; 16 CPUs");
+	policy_rails(2, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
 	CHECK(!c.threads); /* auto: threads only with several rails */
-	policy_rails("shm", 64, 0, 0, &c);
+	policy_rails(64, 0, 0, &c);
 	CHECK_EQ(c.rails, 1);
-	policy_rails("tcp", 16, 4, 0, &c);
+	policy_rails(16, 4, 0, &c);
 	CHECK_EQ(c.rails, 4);
 	CHECK(c.threads); /* auto: threads with several rails */
-	policy_rails("shm", 2, 3, 2, &c);
+	policy_rails(2, 3, 2, &c);
 	CHECK_EQ(c.rails, 3);
 	CHECK(!c.threads);
 	CHECK_STR_CONTAINS(c.reason, "NCCL_FABRIC_RAILS");
-	policy_rails("shm", 2, 1, 1, &c);
+	policy_rails(2, 1, 1, &c);
 	CHECK(c.threads);
 	char why[96];
-	CHECK_EQ(policy_eager("tcp;ofi_rxm", 64, -1, why, sizeof(why)), 65536);
+	struct policy_traits stream = { .stream = true, .eager_default = POLICY_STREAM_EAGER };
+	struct policy_traits inject = { .eager_default = 4096 };
+	struct policy_traits none = { .eager_default = 0 };
+	CHECK_EQ(policy_eager(&stream, -1, why, sizeof(why)), 65536);
 	CHECK_STR_CONTAINS(why, "stream provider");
-	CHECK_EQ(policy_eager("shm", 4096, -1, why, sizeof(why)), 4096);
-	CHECK_EQ(policy_eager("shm", 0, -1, why, sizeof(why)), 0);
-	CHECK_EQ(policy_eager("tcp", 64, 0, why, sizeof(why)), 0);
+	CHECK_EQ(policy_eager(&inject, -1, why, sizeof(why)), 4096);
+	CHECK_STR_CONTAINS(why, "inject size");
+	CHECK_EQ(policy_eager(&none, -1, why, sizeof(why)), 0);
+	CHECK_EQ(policy_eager(&stream, 0, why, sizeof(why)), 0);
 	CHECK_STR_CONTAINS(why, "NCCL_FABRIC_EAGER_MAX");
 	return 0;
 }

@@ -1,0 +1,135 @@
+/*
+ * policy_traits.c - every provider quirk the plugin knows, in one table, and
+ * the traits computed from it. Nothing else in the plugin matches a provider's
+ * name to work around its behaviour.
+ *
+ * "trait" rows are answered by policy_traits_for() below and read where they
+ * matter; "all" rows are handled the same way for every provider (where the
+ * last column says), so they need no trait, and are listed so that a reader
+ * finds every quirk here. Versions are the libfabric versions it was seen on
+ * (1.17: Debian 12's; 2.1: the 2.x builds the tests run on).
+ *
+ * quirk            providers           libfabric       kind   test
+ * ---------------  ------------------  --------------  -----  ------------------------------
+ * serialize        shm                 seen on 1.17,   trait  func.check.shm.full (threads:
+ *                                      kept on all            about 1 run in 100 lost a
+ *                                                             message); func.hmem.check.*
+ * stream           tcp;ofi_rxm, tcp,   all             trait  unit.traits; func.check.tcp.full
+ *                  sockets                                    (send-larger/lazy-cts)
+ * eager default    all (inject size)   all             trait  unit.traits; unit.policy
+ *                                                             (test_datapath_defaults)
+ * split domains    native tcp; split   2.1             trait  unit.traits; func.check.tcp.rails
+ *                  wherever the entry                         (split rails carry the data; the
+ *                  allows                                     lock shows only in throughput)
+ * ranking          native tcp before   2.1 (1.17 has   trait  unit.traits; unit.policy
+ *                  tcp;ofi_rxm         no native tcp)         (test_select_native_tcp_names)
+ * unbound close    tcp;ofi_rxm         before 2.1      trait  unit.traits; func.real.answers
+ *                                      (seen on 1.17)         (nccl-fabric-info probes it)
+ * host entry       shm, sm2            1.17, 2.1       all    unit.traits (the eager default
+ *                                                             of each entry)
+ * getopt before    shm, sm2            2.1             all    func.real.answers; func.hmem.*
+ *   enable
+ * EAGAIN for a     tcp;ofi_rxm         1.17            all    func.check.tcp.faults on 1.17
+ *   dead peer                                                 (peer-death, link-cut cases)
+ * CQ error sign    shm                 1.17 (2.1 is    all    func.check.shm.full
+ *                                      positive)              (send-larger cases)
+ * remote write     shm                 2.1             all    func.check.shm.rma on 2.1
+ *   flags
+ * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
+ *                                                             func.check.shm.full
+ * template entry   tcp (native)        2.1             all    unit.policy (test_select_template)
+ * signal handlers  shm                 1.17            all    func.check.shm.full
+ *                                                             (lifecycle/reload)
+ * early CTS lost   shm                 1.17            all    func.check.shm.full
+ *                                                             (many-comms/320)
+ * unmatched data   shm (SAR buffers)   1.17            all    func.check.shm.full
+ *   held forever                                              (close-inflight cases)
+ *
+ * serialize: shm loses messages when one thread posts while another reads
+ *   the same endpoint's completions, though it claims FI_THREAD_SAFE; NCCL's
+ *   one-process, many-GPU mode does exactly that. Its endpoints take the CQ
+ *   lock around every post (ofi_ep_enter). Not shown fixed on 2.x, so kept.
+ * stream: a byte-stream provider (core provider tcp or sockets, layered or
+ *   not) takes any message into its stream without the receiver, so its
+ *   eager limit defaults to POLICY_STREAM_EAGER.
+ * eager default: other providers complete eagerly what they can inject. An
+ *   FI_HMEM entry may inject nothing (shm and sm2: 0, their host entries
+ *   4096 and 3864), so a device that moves host memory only opens the host
+ *   entry (core_plugin.c): that is the "host entry" row.
+ * split domains: native tcp runs every endpoint of a domain under one
+ *   progress lock, so rails of one domain never run in parallel. Rails after
+ *   the first open their own domain wherever the entry needs no registration
+ *   on each endpoint (no FI_MR_LOCAL or FI_MR_ENDPOINT); ofi_domain_open
+ *   adds its own conditions (no GPU memory, no RMA writes).
+ * ranking: without NCCL_FABRIC_PROVIDER, native tcp is preferred to
+ *   tcp;ofi_rxm wherever both are usable: it moved NCCL's collectives faster
+ *   through the plugin, whatever order libfabric lists them in.
+ * unbound close: tcp;ofi_rxm of 1.17 crashes in fi_close of an endpoint
+ *   with no CQ or AV bound; 2.1 does not (versions between are taken to
+ *   crash). Every endpoint the plugin opens, the probe's included, is bound
+ *   before it is enabled or closed, which fi_enable needs anyway; where a
+ *   bind fails on such a provider, the endpoint is left open rather than
+ *   closed (ofi_ep_open, ofi_probe_run).
+ * getopt before enable: shm and sm2 of 2.x read state made at fi_enable in
+ *   fi_getopt; the probe enables its endpoint before it asks.
+ * EAGAIN for a dead peer: tcp;ofi_rxm keeps reconnecting to a peer that is
+ *   gone and answers each post with -FI_EAGAIN. -FI_EAGAIN is a full queue
+ *   on every provider, never a verdict: a ping that gets it is retried, and
+ *   the peer timeout ends the wait (proto_conn.c, liveness).
+ * CQ error sign: shm of 1.17 stores the error of a completion negated;
+ *   ofi_cq_err_code reads either sign.
+ * remote write flags: shm of 2.x flags a peer's RMA write with CQ data
+ *   FI_RMA|FI_REMOTE_CQ_DATA only, without FI_REMOTE_WRITE; ofi_ep_progress
+ *   takes a completion without context and with CQ data as one.
+ * no FI_LOCAL_COMM: shm of 1.17 answers nothing when FI_LOCAL_COMM is asked
+ *   for; the single-host pass asks for no locality bit (policy_plan).
+ * template entry: libfabric 2.x lists native tcp bare (no address, its name
+ *   as domain) when FI_REMOTE_COMM is asked for on a host whose only usable
+ *   interface is loopback; policy_select rejects it with advice.
+ * signal handlers: shm installs signal handlers that point into libfabric,
+ *   so the plugin keeps libfabric loaded past its own dlclose (core_plugin.c).
+ * early CTS lost: shm of 1.17 never matches a message that arrived before a
+ *   receive was posted for it; every send comm keeps CTS receives posted
+ *   ahead (proto_conn.c).
+ * unmatched data held forever: a provider keeps a message no receive
+ *   matches in its own buffers (shm's SAR buffers then starve later
+ *   transfers); a receive comm closing with announced buffers drains them
+ *   into a scratch buffer (proto_conn.c).
+ */
+#include "policy/policy_traits.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+/* The full name, in any case: "shm" is shm alone, never a layering over it. */
+static bool name_is(const char *prov, const char *name)
+{
+	return !strcasecmp(prov, name);
+}
+
+/* The core provider of a layered name ("tcp" of "tcp;ofi_rxm"), or the name. */
+static bool core_is(const char *prov, const char *core)
+{
+	size_t n = strcspn(prov, ";");
+	return n == strlen(core) && !strncasecmp(prov, core, n);
+}
+
+void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct policy_traits *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *prov = info && info->fabric_attr && info->fabric_attr->prov_name ?
+				   info->fabric_attr->prov_name : "";
+	out->serialize = name_is(prov, "shm");
+	out->stream = core_is(prov, "tcp") || core_is(prov, "sockets");
+	size_t inject = info && info->tx_attr ? info->tx_attr->inject_size : 0;
+	out->eager_default = out->stream ? POLICY_STREAM_EAGER : inject;
+	int mr_mode = info && info->domain_attr ? info->domain_attr->mr_mode : 0;
+	out->split_domains = !(mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT));
+	out->preferred = name_is(prov, "tcp");
+	out->preferred_why = out->preferred ? "native tcp, preferred to tcp;ofi_rxm: measured faster" : "";
+	out->yields = name_is(prov, "tcp;ofi_rxm");
+	out->close_unbound_crashes = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 1);
+}

@@ -1,0 +1,53 @@
+/*
+ * policy_traits.h - what the plugin must know about one provider, from its
+ * name, the libfabric version and its fi_info entry. policy_traits.c holds
+ * the table of every quirk: which providers, which libfabric versions, and
+ * the test that shows it. The rest of the plugin asks these traits and never
+ * matches a provider's name itself.
+ */
+#ifndef POLICY_TRAITS_H
+#define POLICY_TRAITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+struct policy_traits {
+	/* Posts wait while another thread reads the same endpoint's completions
+	 * (and the other way round): one thread in the provider at a time per
+	 * endpoint. */
+	bool serialize;
+	/* A byte-stream provider: it takes any message into its stream without
+	 * waiting for the receiver. */
+	bool stream;
+	/* The eager limit's default: what the provider completes without a
+	 * receive posted (stream: NCCL's LL receive size; else the entry's
+	 * inject size). */
+	size_t eager_default;
+	/* Rails after the first may open their own fi_domain: the entry needs no
+	 * registration on each endpoint (no FI_MR_LOCAL, no FI_MR_ENDPOINT). The
+	 * domain still decides (GPU memory and RMA writes need one domain). */
+	bool split_domains;
+	/* Ranking without NCCL_FABRIC_PROVIDER: where a preferred provider is
+	 * usable, a provider that yields comes after every other one. */
+	bool preferred;
+	bool yields;
+	const char *preferred_why; /* the selection's reason, where preferred */
+	/* Known bug: fi_close of an endpoint with no CQ or AV bound crashes the
+	 * process. Where binding failed, the endpoint is left open instead. */
+	bool close_unbound_crashes;
+};
+
+/* The eager limit a stream provider takes by default: what NCCL's LL
+ * protocol posts per receive (its buffer in 8 steps), so every LL message
+ * goes at once and its receive needs no CTS. */
+#define POLICY_STREAM_EAGER 65536
+
+/* Pure: the provider's name is info->fabric_attr->prov_name; fi_version is
+ * the run-time libfabric's (fi_version()). Never fails: an entry without a
+ * name or attributes gets no quirk. */
+void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct policy_traits *out);
+
+#endif

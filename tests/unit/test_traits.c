@@ -1,0 +1,183 @@
+/*
+ * test_traits.c - each provider quirk of policy_traits.c on and off, over
+ * fi_info entries built by hand (no fabric is opened), at the libfabric
+ * versions the table names.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "policy/policy_traits.h"
+#include "unit.h"
+
+#define V117 FI_VERSION(1, 17)
+#define V122 FI_VERSION(1, 22)
+#define V20 FI_VERSION(2, 0)
+#define V21 FI_VERSION(2, 1)
+#define V22 FI_VERSION(2, 2)
+
+static const uint32_t versions[] = { V117, V122, V20, V21, V22 };
+#define NVERSIONS (int)(sizeof(versions) / sizeof(versions[0]))
+
+/* An entry of provider prov, with this inject size and mr_mode. */
+static struct fi_info *entry(const char *prov, size_t inject, int mr_mode)
+{
+	struct fi_info *i = fi_allocinfo();
+	if (!i)
+		abort();
+	i->caps = FI_TAGGED | FI_MSG;
+	i->ep_attr->type = FI_EP_RDM;
+	i->fabric_attr->prov_name = strdup(prov);
+	i->tx_attr->inject_size = inject;
+	i->domain_attr->mr_mode = mr_mode;
+	return i;
+}
+
+static struct policy_traits traits_of(const char *prov, size_t inject, int mr_mode, uint32_t v)
+{
+	struct fi_info *i = entry(prov, inject, mr_mode);
+	struct policy_traits t;
+	policy_traits_for(i, v, &t);
+	fi_freeinfo(i);
+	return t;
+}
+
+/* shm alone, in any case, on every version; nothing layered or named like it. */
+static int test_serialize(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("shm", 4096, 0, versions[k]).serialize);
+		CHECK(traits_of("SHM", 4096, 0, versions[k]).serialize);
+		CHECK(!traits_of("sm2", 3864, 0, versions[k]).serialize);
+		CHECK(!traits_of("tcp;ofi_rxm", 64, 0, versions[k]).serialize);
+		CHECK(!traits_of("tcp", 64, 0, versions[k]).serialize);
+		CHECK(!traits_of("shmx", 4096, 0, versions[k]).serialize);
+		CHECK(!traits_of("shm;ofi_rxm", 4096, 0, versions[k]).serialize);
+	}
+	return 0;
+}
+
+/* Stream providers by their core name, layered or not; their eager default is
+ * NCCL's LL receive size whatever they inject, the others' their inject size. */
+static int test_stream_and_eager(void)
+{
+	static const char *const stream[] = { "tcp;ofi_rxm", "tcp", "TCP;OFI_RXM", "sockets",
+					      "tcp;ofi_rxd" };
+	static const char *const other[] = { "shm", "sm2", "udp;ofi_rxd", "verbs;ofi_rxm", "efa",
+					     "tcpx", "net;ofi_rxm", "ofi_rxm" };
+	for (int k = 0; k < NVERSIONS; k++) {
+		for (size_t s = 0; s < sizeof(stream) / sizeof(stream[0]); s++) {
+			struct policy_traits t = traits_of(stream[s], 64, 0, versions[k]);
+			CHECK(t.stream);
+			CHECK_EQ(t.eager_default, POLICY_STREAM_EAGER);
+		}
+		for (size_t s = 0; s < sizeof(other) / sizeof(other[0]); s++) {
+			struct policy_traits t = traits_of(other[s], 1256, 0, versions[k]);
+			CHECK(!t.stream);
+			CHECK_EQ(t.eager_default, 1256);
+		}
+	}
+	/* shm's two entries: the host one injects, the FI_HMEM one nothing (the
+	 * "host entry" row: a host-only device must open the host entry) */
+	CHECK_EQ(traits_of("shm", 4096, 0, V117).eager_default, 4096);
+	CHECK_EQ(traits_of("shm", 0, FI_MR_HMEM, V117).eager_default, 0);
+	CHECK_EQ(traits_of("sm2", 0, FI_MR_HMEM, V21).eager_default, 0);
+	/* no tx attributes: nothing injected */
+	struct fi_info *i = entry("shm", 4096, 0);
+	struct fi_tx_attr *tx = i->tx_attr;
+	i->tx_attr = NULL;
+	struct policy_traits t;
+	policy_traits_for(i, V117, &t);
+	CHECK_EQ(t.eager_default, 0);
+	i->tx_attr = tx;
+	fi_freeinfo(i);
+	return 0;
+}
+
+/* Rails may split their domains unless every endpoint needs registrations. */
+static int test_split_domains(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("tcp", 64, 0, versions[k]).split_domains);
+		CHECK(traits_of("shm", 4096, FI_MR_VIRT_ADDR, versions[k]).split_domains);
+		CHECK(traits_of("efa", 0, FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED,
+				versions[k]).split_domains);
+		CHECK(!traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).split_domains);
+		CHECK(!traits_of("tcp", 64, FI_MR_ENDPOINT, versions[k]).split_domains);
+		CHECK(!traits_of("tcp", 64, FI_MR_LOCAL | FI_MR_ENDPOINT, versions[k]).split_domains);
+	}
+	return 0;
+}
+
+/* Native tcp is preferred, tcp;ofi_rxm yields to it; nobody else either. */
+static int test_ranking(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		struct policy_traits n = traits_of("tcp", 64, 0, versions[k]);
+		CHECK(n.preferred && !n.yields);
+		CHECK_STR_CONTAINS(n.preferred_why, "preferred to tcp;ofi_rxm");
+		struct policy_traits r = traits_of("tcp;ofi_rxm", 64, 0, versions[k]);
+		CHECK(r.yields && !r.preferred);
+		static const char *const neither[] = { "shm", "sockets", "udp;ofi_rxd", "tcp;ofi_rxd",
+						       "verbs;ofi_rxm", "efa" };
+		for (size_t s = 0; s < sizeof(neither) / sizeof(neither[0]); s++) {
+			struct policy_traits t = traits_of(neither[s], 64, 0, versions[k]);
+			CHECK(!t.preferred && !t.yields);
+			CHECK(!strcmp(t.preferred_why, ""));
+		}
+	}
+	return 0;
+}
+
+/* tcp;ofi_rxm crashes closing an unbound endpoint before 2.1 only. */
+static int test_close_unbound(void)
+{
+	CHECK(traits_of("tcp;ofi_rxm", 64, 0, V117).close_unbound_crashes);
+	CHECK(traits_of("tcp;ofi_rxm", 64, 0, V122).close_unbound_crashes);
+	CHECK(traits_of("tcp;ofi_rxm", 64, 0, V20).close_unbound_crashes);
+	CHECK(!traits_of("tcp;ofi_rxm", 64, 0, V21).close_unbound_crashes);
+	CHECK(!traits_of("tcp;ofi_rxm", 64, 0, V22).close_unbound_crashes);
+	CHECK(!traits_of("tcp;ofi_rxm", 64, 0, FI_VERSION(3, 0)).close_unbound_crashes);
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(!traits_of("tcp", 64, 0, versions[k]).close_unbound_crashes);
+		CHECK(!traits_of("shm", 4096, 0, versions[k]).close_unbound_crashes);
+		CHECK(!traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).close_unbound_crashes);
+	}
+	return 0;
+}
+
+/* An entry without a name or attributes gets no quirk, and no eager default. */
+static int test_no_name(void)
+{
+	struct policy_traits t;
+	memset(&t, 0xff, sizeof(t));
+	policy_traits_for(NULL, V117, &t);
+	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes);
+	CHECK_EQ(t.eager_default, 0);
+	CHECK(t.split_domains); /* nothing says registrations are needed */
+	struct fi_info *i = fi_allocinfo();
+	if (!i)
+		abort();
+	memset(&t, 0xff, sizeof(t));
+	policy_traits_for(i, V21, &t); /* no prov_name */
+	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes);
+	fi_freeinfo(i);
+	return 0;
+}
+
+static const struct unit_test tests[] = {
+	TEST_ENTRY(test_serialize, "serialize: shm only, every version"),
+	TEST_ENTRY(test_stream_and_eager, "stream providers by core name; eager default from the entry"),
+	TEST_ENTRY(test_split_domains, "split domains unless FI_MR_LOCAL or FI_MR_ENDPOINT"),
+	TEST_ENTRY(test_ranking, "native tcp preferred, tcp;ofi_rxm yields"),
+	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
+	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
+};
+
+int main(int argc, char **argv)
+{
+	return unit_main(tests, argc, argv);
+}
