@@ -40,7 +40,28 @@ static void cq_warn(struct ofi_op *op, const struct fi_cq_err_entry *err, const 
 {
 	char text[256];
 	ofi_cq_error_text(op->ep, err, text, sizeof(text));
-	LOG_WARN(NCCL_NET, "%s %s failed: %s", what, peer, text);
+	LOG_WARN(NCCL_NET, "%s %s failed: %s%s", what, peer, text,
+		 err->err == FI_ECANCELED ? ". The provider dropped it with its connection: the peer "
+					    "has gone (exited, crashed or lost its link)" : "");
+}
+
+/* Whether a failed data completion was a cancellation the plugin asked for: its
+ * comm is closing, or was failed because its peer is gone. Any other
+ * cancellation is the provider dropping the operation with its connection
+ * (tcp;ofi_rxm cancels a receive whose sender died part way through). */
+static bool cancelled_by_us(const struct proto_comm *c, const struct fi_cq_err_entry *err)
+{
+	return err->err == FI_ECANCELED &&
+	       (c->magic != PROTO_COMM_MAGIC || atomic_load(&c->dead) != 0);
+}
+
+/* The code a failed data completion leaves in its request: a cancellation the
+ * plugin did not ask for means the peer is gone. */
+static int data_err(const struct proto_comm *c, const struct fi_cq_err_entry *err)
+{
+	if (err->err == FI_ECANCELED && !cancelled_by_us(c, err))
+		return -FI_ECONNRESET;
+	return ofi_err_cq(err->err);
 }
 
 static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
@@ -49,13 +70,13 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	struct proto_send_req *q = op->owner;
 	struct proto_comm *c = q->h.comm;
 	if (err) {
-		if (err->err != FI_ECANCELED) {
+		if (!cancelled_by_us(c, err)) {
 			char what[96];
 			snprintf(what, sizeof(what), "%s of %zu bytes to",
 				 q->how == PROTO_SEND_RMA ? "RMA write" : "send", q->size);
 			cq_warn(op, err, what, container_of(c, struct proto_send, c)->peer_text);
 		}
-		proto_req_fail(&q->h, ofi_err_cq(err->err));
+		proto_req_fail(&q->h, data_err(c, err));
 	}
 	ofi_op_release(op);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
@@ -276,13 +297,12 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut)",
 				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
 				 (size_t)err->olen);
-		} else if (err->err != FI_ECANCELED ||
-			   (c->magic == PROTO_COMM_MAGIC && !atomic_load(&c->dead))) {
+		} else if (!cancelled_by_us(c, err)) {
 			char what[96];
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);
 			cq_warn(op, err, what, r->peer_text);
 		}
-		proto_req_fail(&q->h, ofi_err_cq(err->err));
+		proto_req_fail(&q->h, data_err(c, err));
 	}
 	ofi_buf_put(c->dev->dom, bounce);
 	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);

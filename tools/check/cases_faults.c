@@ -46,6 +46,28 @@ static int wait_result(ck_t *ck, void *req, double bound, ncclResult_t *res, int
 	return FH_OK;
 }
 
+/* The sender's bytes of the mid-transfer case, and the receiver's check. */
+static uint8_t ck_pattern_byte(size_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+static void ck_buf_fill_pattern(fh_buf_t *b, size_t len)
+{
+	uint8_t *p = b->ptr;
+	for (size_t i = 0; i < len; i++)
+		p[i] = ck_pattern_byte(i);
+}
+
+static int ck_buf_check_pattern(const fh_buf_t *b, size_t len)
+{
+	const uint8_t *p = b->ptr;
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != ck_pattern_byte(i))
+			return -1;
+	return 0;
+}
+
 /* A registered buffer of len bytes on this rank's end, then a barrier. */
 static int buf_ready(ck_t *ck, void *sc, void *rc, size_t len, fh_buf_t *b)
 {
@@ -59,8 +81,19 @@ static int buf_ready(ck_t *ck, void *sc, void *rc, size_t len, fh_buf_t *b)
 /* What a survivor does: rank 0 sends a message that waits for its
  * clear-to-send, rank 1 posts a receive; each must end with an error and a
  * WARN within the bound, and the broken connection must close. */
+static int ck_expect_peer_error_or(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size_t len,
+				   const char *what, const char *delivered);
+
 static int ck_expect_peer_error(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size_t len,
 				const char *what)
+{
+	return ck_expect_peer_error_or(ck, sc, rc, bp, len, what, NULL);
+}
+
+/* ... where the receive may also complete whole when `delivered` (the
+ * provider's explanation) is not NULL: then every byte must be the sender's. */
+static int ck_expect_peer_error_or(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size_t len,
+				   const char *what, const char *delivered)
 {
 	fh_rank_t *r = ck->r;
 	fh_net_t *net = ck->net;
@@ -103,8 +136,19 @@ static int ck_expect_peer_error(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, size
 			return FH_FAIL;
 		secs = fh_now() - start;
 	}
+	if (res == ncclSuccess && delivered && me == 1) {
+		if (ck_buf_check_pattern(&b, len))
+			return fh_fail(r, "%s; the receive completed, but its data is not the sender's",
+				       what);
+		fh_note(r, "%s, but the whole message had been delivered (%s)", what, delivered);
+		return ck_ok(ck, fh_net_close_recv(net, rc), "close") ? FH_FAIL : FH_OK;
+	}
 	if (res == ncclSuccess)
 		return fh_fail(r, "the operation completed with ncclSuccess although %s", what);
+	/* NCCL tells a lost peer from a local failure by this code alone */
+	if (res != ncclRemoteError)
+		return fh_fail(r, "%s, but the operation failed with %s, not ncclRemoteError", what,
+			       fh_result_str(res));
 	if (fh_log_warn_count() == warns)
 		return fh_fail(r, "%s without a WARN", fh_result_str(res));
 	fh_note(r, "%s: %s after %.2f s", what, fh_result_str(res), secs);
@@ -138,6 +182,45 @@ static int ck_peer_death(ck_t *ck)
 	}
 	return ck_expect_peer_error(ck, sc, rc, &b, len, me == 1 ? "the sender died" :
 						      "the receiver died");
+}
+
+/* The sender dies part way through a large message, with its data moving:
+ * the receive fails with ncclRemoteError, whatever error the provider reports
+ * for the broken transfer. */
+static int ck_peer_death_mid(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	size_t len = ck_cap(ck, 256 * MiB);
+	fh_buf_t b;
+	if (buf_ready(ck, sc, rc, len, &b))
+		return FH_FAIL;
+	if (me == 1)
+		return ck_expect_peer_error_or(ck, sc, rc, &b, len, "the sender died mid-transfer",
+					       "a shared-memory receiver copies from the sender itself");
+	ck_buf_fill_pattern(&b, len);
+	void *req = NULL;
+	double until = fh_now() + CK_DEATH_BOUND_S * r->timeout_mult;
+	unsigned idle = 0;
+	while (!req) { /* the receiver's clear-to-send */
+		if (ck_ok(ck, fh_net_isend(ck->net, sc, b.ptr, len, CK_TAG, b.mh, &req), "isend()"))
+			return FH_FAIL;
+		if (!req && fh_now() > until)
+			return fh_fail(r, "isend() of %zu bytes got no clear-to-send", len);
+		if (!req)
+			fh_relax(&idle);
+	}
+	int done = 0, size = -1;
+	for (int i = 0; i < 3 && !done; i++) /* a few steps: part of the data is on its way */
+		if (ck_ok(ck, fh_net_test(ck->net, req, &done, &size), "test()"))
+			return FH_FAIL;
+	/* (a shared-memory receiver may have copied it all already) */
+	fh_stage(r, "dying %s a transfer of %zu bytes", done ? "after" : "in the middle of", len);
+	fh_rank_die(r, "died on purpose");
+	return FH_FAIL;
 }
 
 /* The receiver dies without closing while three connections to it each hold
@@ -342,12 +425,15 @@ static int ck_stale_handle(ck_t *ck)
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
 
 static const ck_case_t ck_faults[] = {
-	{"peer-death/recv", "the sender dies while a receive waits: test() fails with a WARN "
-			    "within 15 s; closeRecv returns",
+	{"peer-death/recv", "the sender dies while a receive waits: test() fails with "
+			    "ncclRemoteError and a WARN within 15 s; closeRecv returns",
 	 2, ALLV, 0, 40, ck_peer_death, 0},
-	{"peer-death/send", "the receiver dies while isend waits for its clear-to-send: an error "
-			    "with a WARN within 15 s; closeSend returns",
+	{"peer-death/send", "the receiver dies while isend waits for its clear-to-send: "
+			    "ncclRemoteError with a WARN within 15 s; closeSend returns",
 	 2, ALLV, 0, 40, ck_peer_death, 1},
+	{"peer-death/mid-recv", "the sender dies part way through a 256 MiB message: the receive "
+				"fails with ncclRemoteError and a WARN within 15 s",
+	 2, ALLV, 0, 40, ck_peer_death_mid, 0},
 	{"peer-death/close", "the receiver dies holding untaken messages of 3 connections: "
 			     "only the first closeSend waits (at most 2 s)",
 	 2, ALLV, 0, 30, ck_peer_gone_close, 0},
