@@ -53,6 +53,11 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
+/* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before
+ * connect fails: the listener's endpoint answers within its idle-read
+ * interval, so silence means nothing listens at that address (a stale or
+ * corrupt handle, or a process that is gone). */
+#define PROTO_CONNECT_ANSWER_NS (4ULL * 1000000000ULL)
 /* How long closeSend waits for the receiver to have taken every message it
  * was sent (see proto_send.sent). */
 #define PROTO_CLOSE_ACK_NS (2ULL * 1000000000ULL)
@@ -213,7 +218,8 @@ struct proto_send {
 	struct ofi_op out_op;
 	bool out_posted;
 	atomic_int in_done, out_err;
-	uint64_t start_ns;
+	atomic_bool held;          /* the listener queued our CONNECT (HELD) */
+	uint64_t start_ns, out_ns; /* connect's first call; the CONNECT's post */
 	/* pending-connect registry: NCCL calls connect again with the same handle */
 	struct dlist pending_link;
 	const void *handle_ptr;
@@ -330,6 +336,9 @@ static inline void *proto_ctrl_desc(struct proto_comm *c)
 /* The device table listen and connect look devices up in: core's, from init
  * to finalize (NULL then). */
 void proto_devices_set(struct proto_device *devs, int ndevs);
+/* Frees the answers to connection requests still waiting to be sent
+ * (finalize, before the device's domain closes). */
+void proto_answers_drop(struct proto_device *dev);
 /* Device dev of that table; NULL with a WARN naming the call (what) when there
  * is no such device or no table. */
 struct proto_device *proto_device_of(int dev, const char *what);

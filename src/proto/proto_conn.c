@@ -17,6 +17,20 @@
 #include "proto/proto.h"
 #include "util/util.h"
 
+/* A name such as shm's: printable characters, then NULs to the end. */
+static bool printable_name(const unsigned char *b, size_t len)
+{
+	size_t n = 0;
+	while (n < len && b[n] >= 0x20 && b[n] < 0x7f)
+		n++;
+	if (n == 0)
+		return false;
+	for (size_t i = n; i < len; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
 		     size_t buf_len)
 {
@@ -30,6 +44,8 @@ void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, c
 		const struct sockaddr_in6 *sin6 = addr;
 		inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
 		snprintf(buf, buf_len, "[%s]:%u", ip, ntohs(sin6->sin6_port));
+	} else if (len > 1 && printable_name(addr, len)) {
+		snprintf(buf, buf_len, "%.*s", (int)len, (const char *)addr); /* shm: "fi_shm://..." */
 	} else {
 		size_t o = 0;
 		const unsigned char *b = addr;
@@ -60,69 +76,149 @@ static int pool_reserve_share(struct ofi_ep *ep, int pool, int base, int want, i
 /* ---------------- listen ---------------- */
 
 /* Connection requests reach rail 0's CONNECT pool whatever listen id they
- * name; the handler queues each for its listen comm, and answers those that
- * can never succeed (no such listen comm: closed, or a stale handle; its
- * queue full) with a REJECT at once, so a connector never waits for a
- * timeout. Answers are sent from heap operations, at most PROTO_REJECTS_MAX
- * in flight per device; beyond that a connector times out instead. */
+ * name; the handler queues each for its listen comm and answers every one at
+ * once: HELD when it waits for accept, REJECT when it can never succeed (no
+ * such listen comm: closed, or a stale handle; a bad nonce or provider; the
+ * queue full). So a connector hears within PROTO_CONNECT_ANSWER_NS whether
+ * anyone listens. Answers are heap operations, at most PROTO_ANSWERS_MAX in
+ * flight per device; the rest wait in the device's queue (up to
+ * PROTO_ANSWERS_QUEUED) and go out as earlier ones complete, so a burst of
+ * requests is answered in full rather than left to time out. */
 
-#define PROTO_REJECTS_MAX 64
+#define PROTO_ANSWERS_MAX 64
+#define PROTO_ANSWERS_QUEUED 8192
 
-struct proto_reject_op {
+struct proto_answer_op {
 	struct ofi_op op;
+	struct dlist link; /* in its device's queue while it waits */
+	struct proto_device *dev;
+	fi_addr_t peer;
 	struct proto_msg msg;
 	struct ofi_mr *mr;
 };
 
-static atomic_int rejects_in_flight;
+/* Per device: answers in flight, and those waiting for a place. */
+static pthread_mutex_t answers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct answer_queue {
+	struct dlist waiting;
+	int nwaiting, inflight;
+	unsigned long dropped;
+} answers[POLICY_MAX_DEVS];
 
-/* Frees an answer (NULL: only its slot) and gives its slot back. */
-static void reject_free(struct proto_reject_op *rj)
+static struct answer_queue *answer_queue_locked(const struct proto_device *dev)
 {
-	if (rj)
-		ofi_mr_put(rj->mr);
-	free(rj);
-	atomic_fetch_sub(&rejects_in_flight, 1);
+	struct answer_queue *q = &answers[dev->index];
+	if (!q->waiting.next)
+		dlist_init(&q->waiting);
+	return q;
 }
 
-static void reject_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
+static void answer_free(struct proto_answer_op *a)
+{
+	ofi_mr_put(a->mr);
+	free(a);
+}
+
+/* Posts queued answers while there is room. answers_lock held. */
+static void answers_pump_locked(struct answer_queue *q)
+{
+	while (q->inflight < PROTO_ANSWERS_MAX && !dlist_empty(&q->waiting)) {
+		struct proto_answer_op *a = container_of(q->waiting.next, struct proto_answer_op, link);
+		ssize_t rc = ofi_ep_send(a->op.ep, &a->msg, sizeof(a->msg), a->mr ? a->mr->desc : NULL,
+					 a->peer, &a->op.ctx);
+		if (rc == -FI_EAGAIN)
+			return; /* the queue is full: the next completion or request pumps again */
+		dlist_remove(&a->link);
+		q->nwaiting--;
+		if (rc) {
+			q->dropped++;
+			answer_free(a);
+			continue;
+		}
+		q->inflight++;
+	}
+}
+
+/* Under the CQ lock of the answer's endpoint, as every completion. */
+static void answer_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
 {
-	reject_free(op->owner);
+	struct proto_answer_op *a = op->owner;
+	struct proto_device *dev = a->dev;
+	answer_free(a);
+	pthread_mutex_lock(&answers_lock);
+	struct answer_queue *q = answer_queue_locked(dev);
+	q->inflight--;
+	answers_pump_locked(q);
+	pthread_mutex_unlock(&answers_lock);
 }
 
-/* Answers req with a REJECT. Safe under the CQ lock (it only posts). */
-static void send_reject(struct proto_device *dev, struct ofi_ep *ep, const struct proto_msg *req,
-			uint32_t reason)
+/* Answers req with `type` (PROTO_MSG_HELD or PROTO_MSG_REJECT and its reason).
+ * Safe under the CQ lock (it only posts). */
+static void send_answer(struct proto_device *dev, struct ofi_ep *ep, const struct proto_msg *req,
+			uint8_t type, uint32_t reason)
 {
-	char peer_text[64] = "?";
-	proto_addr_text(dev->info, req->addr[0], req->alen[0], peer_text, sizeof(peer_text));
-	LOG_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
-			 dev->props.name, peer_text, proto_reject_text(reason));
+	if (type == PROTO_MSG_REJECT) {
+		char peer_text[64] = "?";
+		proto_addr_text(dev->info, req->addr[0], req->alen[0], peer_text, sizeof(peer_text));
+		LOG_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
+				 dev->props.name, peer_text, proto_reject_text(reason));
+	}
 	fi_addr_t peer;
 	if (req->alen[0] == 0 || ofi_ep_resolve(ep, req->addr[0], req->alen[0], &peer))
 		return;
-	if (atomic_fetch_add(&rejects_in_flight, 1) >= PROTO_REJECTS_MAX) {
-		atomic_fetch_sub(&rejects_in_flight, 1);
+	struct proto_answer_op *a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	if ((ep->dom->mr_mode & FI_MR_LOCAL) &&
+	    ofi_mr_get(ep->dom, &a->msg, sizeof(a->msg), FI_HMEM_SYSTEM, 0, &a->mr)) {
+		free(a);
 		return;
 	}
-	struct proto_reject_op *rj = calloc(1, sizeof(*rj));
-	if (!rj || ((ep->dom->mr_mode & FI_MR_LOCAL) &&
-		    ofi_mr_get(ep->dom, &rj->msg, sizeof(rj->msg), FI_HMEM_SYSTEM, 0, &rj->mr))) {
-		reject_free(rj);
+	a->op.complete = answer_done;
+	a->op.owner = a;
+	a->op.ep = ep;
+	a->dev = dev;
+	a->peer = peer;
+	a->msg.type = type;
+	a->msg.reason = reason;
+	a->msg.nonce = req->nonce;
+	a->msg.secret = req->secret;
+	proto_msg_seal(&a->msg, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id));
+	/* Lock order: the CQ lock (recursive; completions pump under it), then
+	 * answers_lock; posting may take the CQ lock where the provider needs
+	 * serialising. */
+	pthread_mutex_lock(&ep->cq_lock);
+	pthread_mutex_lock(&answers_lock);
+	struct answer_queue *q = answer_queue_locked(dev);
+	if (q->nwaiting >= PROTO_ANSWERS_QUEUED) {
+		q->dropped++;
+		pthread_mutex_unlock(&answers_lock);
+		pthread_mutex_unlock(&ep->cq_lock);
+		answer_free(a);
+		LOG_WARN_LIMITED(NCCL_NET, "accept on %s: %d answers to connection requests wait "
+				 "already; this request gets none and its connector times out",
+				 dev->props.name, PROTO_ANSWERS_QUEUED);
 		return;
 	}
-	rj->op.complete = reject_done;
-	rj->op.owner = rj;
-	rj->op.ep = ep;
-	rj->msg.type = PROTO_MSG_REJECT;
-	rj->msg.reason = reason;
-	rj->msg.nonce = req->nonce;
-	rj->msg.secret = req->secret;
-	proto_msg_seal(&rj->msg, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id));
-	if (ofi_ep_send(ep, &rj->msg, sizeof(rj->msg), rj->mr ? rj->mr->desc : NULL, peer,
-			&rj->op.ctx))
-		reject_free(rj);
+	dlist_insert_tail(&q->waiting, &a->link);
+	q->nwaiting++;
+	answers_pump_locked(q);
+	pthread_mutex_unlock(&answers_lock);
+	pthread_mutex_unlock(&ep->cq_lock);
+}
+
+void proto_answers_drop(struct proto_device *dev)
+{
+	pthread_mutex_lock(&answers_lock);
+	struct answer_queue *q = answer_queue_locked(dev);
+	while (!dlist_empty(&q->waiting)) {
+		struct proto_answer_op *a =
+			container_of(dlist_pop_head(&q->waiting), struct proto_answer_op, link);
+		answer_free(a);
+	}
+	q->nwaiting = 0;
+	pthread_mutex_unlock(&answers_lock);
 }
 
 static void connect_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
@@ -179,8 +275,8 @@ static void connect_handler(struct ofi_ep *ep, void *arg, const void *msg, size_
 	}
 out:
 	pthread_mutex_unlock(&dom->id_lock);
-	if (reason != PROTO_REJECT_NONE)
-		send_reject(dev, ep, m, reason);
+	send_answer(dev, ep, m, reason == PROTO_REJECT_NONE ? PROTO_MSG_HELD : PROTO_MSG_REJECT,
+		    reason);
 }
 
 int net_listen(int dev_index, void *handle, void **listen_comm)
@@ -255,7 +351,7 @@ int net_close_listen(void *listen_comm)
 	ofi_domain_unregister(c->dev->dom, &c->reg);
 	struct proto_msg m;
 	while (listen_pop(l, &m))
-		send_reject(c->dev, c->ep, &m, PROTO_REJECT_NO_LISTENER);
+		send_answer(c->dev, c->ep, &m, PROTO_MSG_REJECT, PROTO_REJECT_NO_LISTENER);
 	proto_comm_retire(c);
 	return 0;
 }
@@ -293,6 +389,11 @@ static void accept_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t
 	bool waiting = s && s->c.magic == PROTO_COMM_MAGIC && s->c.kind == PROTO_SEND &&
 		       atomic_load(&s->state) == PROTO_CONNECTING && !atomic_load(&s->in_done);
 	if (waiting && len == sizeof(*m) && m->secret == s->c.secret) {
+		if (m->type == PROTO_MSG_HELD && !proto_msg_check(m, len, NULL, 0)) {
+			atomic_store(&s->held, true); /* ACCEPT or REJECT follows */
+			pthread_mutex_unlock(&dom->id_lock);
+			return;
+		}
 		memcpy(&s->in, m, sizeof(*m));
 		atomic_store_explicit(&s->in_done, 1, memory_order_release);
 		pthread_mutex_unlock(&dom->id_lock);
@@ -487,6 +588,8 @@ static int send_advance(struct proto_send *s)
 	ssize_t rc;
 
 	if (!s->out_posted) {
+		if (!s->out_ns)
+			s->out_ns = util_now_ns(); /* the answer's bound counts from the first try */
 		proto_op_will_post(&s->c, &s->out_op, ep); /* the handshake takes rail 0 */
 		rc = ofi_ep_send(ep, &s->out, sizeof(s->out), proto_ctrl_desc(&s->c), s->peer[0],
 				 &s->out_op.ctx);
@@ -543,8 +646,17 @@ static int send_advance(struct proto_send *s)
 		atomic_store(&s->state, PROTO_READY);
 		return 0;
 	}
+	uint64_t now = util_now_ns();
+	if (!atomic_load(&s->held) && now - s->out_ns > PROTO_CONNECT_ANSWER_NS) {
+		LOG_WARN(NCCL_NET,
+			 "connect to %s: nothing answered the connection request within %llu s: no "
+			 "listener of this plugin is at that address (the handle is stale or corrupt, "
+			 "or its process has exited). Check that the peer rank is alive",
+			 s->peer_text, (unsigned long long)(PROTO_CONNECT_ANSWER_NS / 1000000000ULL));
+		return -FI_ECONNREFUSED;
+	}
 	uint64_t limit = s->c.dev->timeout_ns;
-	if (util_now_ns() - s->start_ns > limit) {
+	if (now - s->start_ns > limit) {
 		LOG_WARN(NCCL_NET,
 			 "connect to %s: no answer after %llu s: the peer may have died or never "
 			 "called accept (NCCL_FABRIC_TIMEOUT sets the limit)",
@@ -681,7 +793,7 @@ static int recv_create(struct proto_listen *l, const struct proto_msg *req,
 		if (r)
 			proto_comm_free(&r->c);
 		LOG_WARN(NCCL_NET, "accept on %s: out of memory", dev->props.name);
-		send_reject(dev, l->c.ep, req, PROTO_REJECT_RESOURCES);
+		send_answer(dev, l->c.ep, req, PROTO_MSG_REJECT, PROTO_REJECT_RESOURCES);
 		return ofi_err_sys(irc);
 	}
 	proto_op_init(&r->ack_op, recv_ack_done, r, 0);
@@ -689,7 +801,7 @@ static int recv_create(struct proto_listen *l, const struct proto_msg *req,
 	util_strlcpy(r->peer_text, peer_text, sizeof(r->peer_text));
 	for (int i = 0; i < r->c.nrails; i++) {
 		if (ofi_ep_resolve(r->c.rails[i], req->addr[i], req->alen[i], &r->peer[i])) {
-			send_reject(dev, l->c.ep, req, PROTO_REJECT_RESOURCES);
+			send_answer(dev, l->c.ep, req, PROTO_MSG_REJECT, PROTO_REJECT_RESOURCES);
 			proto_comm_free(&r->c);
 			return 0;
 		}

@@ -88,11 +88,11 @@ int proto_msg_check(const struct proto_msg *m, size_t len, char *why, size_t why
 			 PROTO_VERSION);
 		return -1;
 	}
-	if (m->type < PROTO_MSG_CONNECT || m->type > PROTO_MSG_REJECT) {
+	if (m->type < PROTO_MSG_CONNECT || m->type > PROTO_MSG_HELD) {
 		snprintf(why, why_len, "unknown control message type %u", m->type);
 		return -1;
 	}
-	if (m->type == PROTO_MSG_REJECT)
+	if (m->type == PROTO_MSG_REJECT || m->type == PROTO_MSG_HELD)
 		return 0;
 	if (m->nrails < 1 || m->nrails > PROTO_MAX_RAILS) {
 		snprintf(why, why_len, "%u rails out of range", m->nrails);

@@ -19,9 +19,10 @@
 #include "ofi/ofi.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 5 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
+#define PROTO_VERSION 6 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
-                          * 5: a connection's messages take the one rail its ACCEPT names */
+                          * 5: a connection's messages take the one rail its ACCEPT names;
+                          * 6: HELD answers every CONNECT that waits for accept */
 
 struct proto_handle {
 	uint32_t magic;
@@ -38,7 +39,14 @@ struct proto_handle {
 _Static_assert(sizeof(struct proto_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's 128 bytes");
 _Static_assert(sizeof(struct proto_handle) == 128, "handle layout");
 
-enum proto_msg_type { PROTO_MSG_CONNECT = 1, PROTO_MSG_ACCEPT = 2, PROTO_MSG_REJECT = 3 };
+/* CONNECT is answered at once by HELD (queued until the listener's accept)
+ * or REJECT; ACCEPT follows HELD when accept takes the request. */
+enum proto_msg_type {
+	PROTO_MSG_CONNECT = 1,
+	PROTO_MSG_ACCEPT = 2,
+	PROTO_MSG_REJECT = 3,
+	PROTO_MSG_HELD = 4,
+};
 
 enum proto_reject_reason {
 	PROTO_REJECT_NONE = 0,

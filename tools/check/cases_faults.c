@@ -422,6 +422,104 @@ static int ck_stale_handle(ck_t *ck)
 	return ck_close_pair(ck, sc, NULL);
 }
 
+/* A listener that exits without closing: its handle names an address where
+ * nothing of the plugin answers any more. connect() must fail within the
+ * answer bound (5 s) with a WARN, not wait for NCCL_FABRIC_TIMEOUT. */
+static int ck_stale_exited(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	char h[NCCL_NET_HANDLE_MAXSIZE];
+	if (r->rank == 1) {
+		void *lc = NULL;
+		if (ck_ok(ck, fh_net_listen(net, net->ctx, ck->dev, h, &lc), "listen()") ||
+		    fh_oob_send(r, 0, h, sizeof(h)))
+			return FH_FAIL;
+		fh_rank_die(r, "exited holding a listen comm");
+	}
+	if (fh_oob_recv(r, 1, h, sizeof(h)))
+		return FH_FAIL;
+	struct timespec ts = {0, 300 * 1000 * 1000}; /* the listener is gone by then */
+	nanosleep(&ts, NULL);
+	double bound = 7.0 * r->timeout_mult; /* 5 s of silence, and the start of a provider */
+	unsigned long warns = fh_log_warn_count();
+	double start = fh_now();
+	int timed_out = 0;
+	void *sc = NULL;
+	ncclResult_t res = fh_connect_until(r, net, ck->dev, h, &sc, bound, &timed_out);
+	double secs = fh_now() - start;
+	if (sc)
+		return fh_fail(r, "connect() to a listener that exited succeeded");
+	if (timed_out)
+		return fh_fail(r, "connect() to a listener that exited did not fail within %.0f s", bound);
+	if (res != ncclRemoteError)
+		return fh_fail(r, "connect() to a listener that exited failed with %s, not "
+				  "ncclRemoteError", fh_result_str(res));
+	if (fh_log_warn_count() == warns)
+		return fh_fail(r, "connect() failed with %s but nothing was logged at WARN level",
+			       fh_result_str(res));
+	fh_note(r, "listener exited: %s after %.2f s", fh_result_str(res), secs);
+	return FH_OK;
+}
+
+/* A burst of connects through the handle of a closed listen comm, all at
+ * once: every one must be refused within 5 s, none left to time out because
+ * the listener's answers ran short. */
+#define CK_BURST 500
+static int ck_stale_burst(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	char h[NCCL_NET_HANDLE_MAXSIZE];
+	if (r->rank == 1) {
+		void *lc = NULL;
+		if (ck_ok(ck, fh_net_listen(net, net->ctx, ck->dev, h, &lc), "listen()") ||
+		    ck_ok(ck, fh_net_close_listen(net, lc), "closeListen()") ||
+		    fh_oob_send(r, 0, h, sizeof(h)))
+			return FH_FAIL;
+		return fh_oob_barrier(r) ? FH_FAIL : FH_OK; /* answer until rank 0 is done */
+	}
+	if (fh_oob_recv(r, 1, h, sizeof(h)))
+		return FH_FAIL;
+	/* one handle buffer per connect: the plugin keys a pending connect by it */
+	static char hs[CK_BURST][NCCL_NET_HANDLE_MAXSIZE];
+	static double failed_at[CK_BURST];
+	int left = CK_BURST, remote = 0;
+	for (int i = 0; i < CK_BURST; i++) {
+		memcpy(hs[i], h, sizeof(h));
+		failed_at[i] = 0;
+	}
+	double bound = 5.0 * r->timeout_mult, start = fh_now(), worst = 0;
+	unsigned idle = 0;
+	while (left > 0) {
+		for (int i = 0; i < CK_BURST; i++) {
+			if (failed_at[i] > 0)
+				continue;
+			void *sc = NULL;
+			ncclResult_t res = fh_net_connect(net, net->ctx, ck->dev, hs[i], &sc);
+			if (sc)
+				return fh_fail(r, "connect %d through a closed listen comm's handle succeeded", i);
+			if (res == ncclSuccess)
+				continue;
+			failed_at[i] = fh_now() - start;
+			if (failed_at[i] > worst)
+				worst = failed_at[i];
+			remote += res == ncclRemoteError;
+			left--;
+		}
+		if (left > 0 && fh_now() - start > bound)
+			return fh_fail(r, "%d of %d connects through a closed listen comm's handle got no "
+					  "answer within %.0f s", left, CK_BURST, bound);
+		if (left > 0)
+			fh_relax(&idle);
+	}
+	if (remote != CK_BURST)
+		return fh_fail(r, "%d of %d refused connects failed with another code than "
+				  "ncclRemoteError", CK_BURST - remote, CK_BURST);
+	fh_note(r, "%d connects refused, the last after %.2f s", CK_BURST, worst);
+	return fh_oob_barrier(r) ? FH_FAIL : FH_OK;
+}
+
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
 
 static const ck_case_t ck_faults[] = {
@@ -440,6 +538,12 @@ static const ck_case_t ck_faults[] = {
 	{"stale-handle", "connect through the handle of a closed listen comm fails within 5 s "
 			 "(REJECT), then a good connection works",
 	 2, ALLV, 0, 40, ck_stale_handle, 0},
+	{"stale-handle/exited", "connect through the handle of a listener whose process exited "
+				"fails with ncclRemoteError within 5 s of silence",
+	 2, ALLV, 0, 40, ck_stale_exited, 0},
+	{"stale-handle/burst", "500 connects at once through the handle of a closed listen comm: "
+			       "each refused within 5 s",
+	 2, ALLV, 0, 60, ck_stale_burst, 0},
 	{"link-cut/down", "two namespaces joined by veth; after checked traffic one end is set "
 			  "down: both sides fail with a WARN within 15 s, close and finalize",
 	 2, ALLV, CK_NETNS_PAIR, 60, ck_link_cut, 0},
