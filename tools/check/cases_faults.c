@@ -491,6 +491,7 @@ static int ck_stale_burst(ck_t *ck)
 	}
 	double bound = 5.0 * r->timeout_mult, start = fh_now(), worst = 0;
 	unsigned idle = 0;
+	fh_log_watch("nothing answered"); /* the connect's own timeout: an answer was lost */
 	while (left > 0) {
 		for (int i = 0; i < CK_BURST; i++) {
 			if (failed_at[i] > 0)
@@ -516,6 +517,12 @@ static int ck_stale_burst(ck_t *ck)
 	if (remote != CK_BURST)
 		return fh_fail(r, "%d of %d refused connects failed with another code than "
 				  "ncclRemoteError", CK_BURST - remote, CK_BURST);
+	unsigned long silent = fh_log_watch_count();
+	fh_log_watch(NULL);
+	if (silent)
+		return fh_fail(r, "%lu of %d connects through a closed listen comm's handle heard "
+				  "nothing and timed out: the listener's answers ran short", silent,
+			       CK_BURST);
 	fh_note(r, "%d connects refused, the last after %.2f s", CK_BURST, worst);
 	return fh_oob_barrier(r) ? FH_FAIL : FH_OK;
 }

@@ -28,6 +28,20 @@ unsigned long fh_log_warn_count(void)
 	return atomic_load(&fh_log_warns);
 }
 
+static char fh_log_needle[128];
+static atomic_ulong fh_log_watched;
+
+void fh_log_watch(const char *needle)
+{
+	snprintf(fh_log_needle, sizeof(fh_log_needle), "%s", needle ? needle : "");
+	atomic_store(&fh_log_watched, 0);
+}
+
+unsigned long fh_log_watch_count(void)
+{
+	return atomic_load(&fh_log_watched);
+}
+
 static int fh_log_level_get(void)
 {
 	int lvl = atomic_load(&fh_log_level);
@@ -93,6 +107,9 @@ void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
 	}
 	if ((size_t)off >= sizeof(buf) - 1)
 		off = (int)sizeof(buf) - 2;
+	buf[off] = '\0';
+	if (level == NCCL_LOG_WARN && fh_log_needle[0] && strstr(buf, fh_log_needle))
+		atomic_fetch_add(&fh_log_watched, 1);
 	/* The plugin's messages may or may not end in a newline. */
 	while (off > 0 && buf[off - 1] == '\n')
 		off--;

@@ -54,6 +54,10 @@ void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
 	       const char *fmt, ...) FH_PRINTF(5, 6);
 /* WARN lines the plugin logged in this process so far. */
 unsigned long fh_log_warn_count(void);
+/* WARN lines, so far, that contain `needle` (set before counting; NULL:
+ * none). One needle per process at a time. */
+void fh_log_watch(const char *needle);
+unsigned long fh_log_watch_count(void);
 
 /* A size with an optional K/M/G suffix (KiB, MiB, GiB); 0 or -1. */
 int fh_parse_size(const char *s, size_t *out);
