@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -262,6 +263,20 @@ typedef void (*ofi_rw_handler_fn)(struct ofi_ep *ep, void *arg, uint64_t data, s
 
 struct ofi_rx_pool;
 
+/* shm: what a peer's region must share with ours (ofi_shm.c). */
+struct ofi_shm_self {
+	bool valid;
+	uint8_t version;
+	off_t size;
+};
+int ofi_shm_self_init(struct ofi_shm_self *self, const void *name, size_t len);
+/* Whether addr names a live process's region of this user, with our layout;
+ * 0 and the process's pid and start time, or a negative code and why. */
+int ofi_shm_check(const struct ofi_shm_self *self, const void *addr, size_t len, pid_t *pid,
+		  uint64_t *start, char *why, size_t why_len);
+/* Whether the process checked as (pid, start) has exited since. */
+bool ofi_shm_gone(pid_t pid, uint64_t start);
+
 struct ofi_ep {
 	struct ofi_domain *dom;
 	struct fid_ep *ep;
@@ -280,7 +295,10 @@ struct ofi_ep {
 		unsigned char bytes[OFI_ADDR_MAX];
 		fi_addr_t fi_addr;
 		bool silent;        /* left a close waiting for its answer (ofi_ep_peer_silent) */
+		pid_t shm_pid;      /* shm: the process behind the address, checked, or 0 */
+		uint64_t shm_start; /* ... and its start time, which a reused pid does not have */
 	} *addrs;
+	struct ofi_shm_self shm;    /* shm: our own region's layout (traits.shm_region) */
 	pthread_t thread;           /* progress thread, when started */
 	atomic_bool thread_run;
 	bool has_thread, thread_busy;
@@ -427,6 +445,10 @@ int ofi_ep_progress(struct ofi_ep *ep);
  * they are checked for the domain's address format first (-FI_EINVAL, with a
  * WARN naming the reason, when they cannot be an address of it). */
 int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out);
+/* Whether a resolved peer's process is known to have exited (shm only: its
+ * process was checked at insertion). Posting to such a peer may hang in the
+ * provider; tcp and others learn of a dead peer from their own errors. */
+bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer);
 
 /* ---- peer addresses from the wire (ofi_addr.c; pure, unit-tested) ---- */
 

@@ -147,6 +147,10 @@ int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 			 dom->name, ofi_strerror(rc), OFI_ADDR_MAX);
 		goto fail;
 	}
+	if (dom->traits.shm_region && ofi_shm_self_init(&ep->shm, ep->name, ep->namelen))
+		LOG_INFO(NCCL_INIT | NCCL_NET,
+			 "device %s: this endpoint's shm region is not of a layout the plugin knows; "
+			 "peer regions are checked for owner and process only", dom->name);
 	*out = ep;
 	return 0;
 fail:
@@ -312,7 +316,7 @@ int ofi_ep_progress(struct ofi_ep *ep)
 
 int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out)
 {
-	char why[128];
+	char why[256];
 	uint32_t fmt = ep->dom->info->addr_format;
 	if (ofi_addr_check(fmt, addr, len, why, sizeof(why))) {
 		atomic_fetch_add(&ep->dropped, 1);
@@ -328,6 +332,22 @@ int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *o
 			*out = ep->addrs[i].fi_addr;
 			pthread_mutex_unlock(&ep->lock);
 			return 0;
+		}
+	}
+	pid_t shm_pid = 0;
+	uint64_t shm_start = 0;
+	if (ep->dom->traits.shm_region) {
+		/* libfabric maps what the name reaches, unchecked (policy_traits.c,
+		 * "shm region") */
+		int src = ofi_shm_check(&ep->shm, addr, len, &shm_pid, &shm_start, why, sizeof(why));
+		if (src) {
+			pthread_mutex_unlock(&ep->lock);
+			atomic_fetch_add(&ep->dropped, 1);
+			LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer address was refused before "
+					 "fi_av_insert: %s. A stale or damaged handle, a peer that exited, "
+					 "or a peer in another pid namespace (shm needs one host and one "
+					 "pid namespace)", ep->dom->name, why);
+			return src;
 		}
 	}
 	if (ep->naddrs == ep->addrs_cap) {
@@ -353,6 +373,8 @@ int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *o
 	memcpy(pa->bytes, addr, len);
 	pa->fi_addr = fa;
 	pa->silent = false;
+	pa->shm_pid = shm_pid;
+	pa->shm_start = shm_start;
 	pthread_mutex_unlock(&ep->lock);
 	*out = fa;
 	return 0;
@@ -365,6 +387,16 @@ static struct ofi_peer_addr *peer_entry_locked(struct ofi_ep *ep, fi_addr_t peer
 		if (ep->addrs[i].fi_addr == peer)
 			return &ep->addrs[i];
 	return NULL;
+}
+
+bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer)
+{
+	pthread_mutex_lock(&ep->lock);
+	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
+	pid_t pid = pa ? pa->shm_pid : 0;
+	uint64_t start = pa ? pa->shm_start : 0;
+	pthread_mutex_unlock(&ep->lock);
+	return pid && ofi_shm_gone(pid, start);
 }
 
 void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent)

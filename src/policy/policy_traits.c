@@ -25,6 +25,10 @@
  *                  tcp;ofi_rxm         no native tcp)         (test_select_native_tcp_names)
  * unbound close    tcp;ofi_rxm         before 2.1      trait  unit.traits; func.real.answers
  *                                      (seen on 1.17)         (nccl-fabric-info probes it)
+ * shm region       shm                 1.17, 2.1       trait  unit.traits; func.forged_handle.shm
+ *                                                             (test_shm_regions: crashed in
+ *                                                             fi_av_insert on 1.17);
+ *                                                             func.check.shm.faults
  * host entry       shm, sm2            1.17, 2.1       all    unit.traits (the eager default
  *                                                             of each entry)
  * getopt before    shm, sm2            2.1             all    func.real.answers; func.hmem.*
@@ -70,6 +74,15 @@
  *   before it is enabled or closed, which fi_enable needs anyway; where a
  *   bind fails on such a provider, the endpoint is left open rather than
  *   closed (ofi_ep_open, ofi_probe_run).
+ * shm region: shm's address is the name of the peer's region under
+ *   /dev/shm, which libfabric maps (at fi_av_insert on 1.17, at the first
+ *   send on 2.x) and whose spinlock it takes on each post, trusting the
+ *   header: a forged name that reaches another process's or an older
+ *   libfabric's region crashes the process, and a peer killed while holding
+ *   the lock (1.17 holds it through a whole receive) hangs the next post to
+ *   it forever. ofi/ofi_shm.c checks the name, the file and the owner's
+ *   process before insertion, and the process before a silent peer is
+ *   posted to.
  * getopt before enable: shm and sm2 of 2.x read state made at fi_enable in
  *   fi_getopt; the probe enables its endpoint before it asks.
  * EAGAIN for a dead peer: tcp;ofi_rxm keeps reconnecting to a peer that is
@@ -132,4 +145,5 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	out->preferred_why = out->preferred ? "native tcp, preferred to tcp;ofi_rxm: measured faster" : "";
 	out->yields = name_is(prov, "tcp;ofi_rxm");
 	out->close_unbound_crashes = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 1);
+	out->shm_region = name_is(prov, "shm");
 }

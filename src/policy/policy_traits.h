@@ -38,6 +38,12 @@ struct policy_traits {
 	/* Known bug: fi_close of an endpoint with no CQ or AV bound crashes the
 	 * process. Where binding failed, the endpoint is left open instead. */
 	bool close_unbound_crashes;
+	/* A peer address names a region under /dev/shm that libfabric maps and
+	 * locks unchecked: a forged name crashes the process, and a peer that
+	 * died holding the region's lock hangs the next post to it. Addresses
+	 * are checked before insertion and a silent peer's process before a
+	 * post (ofi/ofi_shm.c). */
+	bool shm_region;
 };
 
 /* The eager limit a stream provider takes by default: what NCCL's LL

@@ -554,7 +554,8 @@ static int send_create(struct proto_device *dev, const struct proto_handle *h,
 		LOG_WARN(NCCL_NET, "connect to %s: the address in the handle cannot be used: %s",
 			 s->peer_text, ofi_strerror(rc));
 		proto_comm_free(&s->c);
-		return ofi_err_sys(rc);
+		/* a peer that is gone stays one (ncclRemoteError) */
+		return ofi_err_cause(rc) == OFI_CAUSE_PEER ? rc : ofi_err_sys(rc);
 	}
 	s->reply_id = s->c.reg.id;
 	s->listen_tag = proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, h->listen_id);
@@ -616,7 +617,8 @@ static int send_advance(struct proto_send *s)
 			return -FI_ECONNABORTED;
 		}
 		if (s->in.type == PROTO_MSG_REJECT) {
-			LOG_WARN(NCCL_NET, "connect to %s: the listener refused the connection: %s",
+			/* (limited: a burst of connects to a closed handle is one story) */
+			LOG_WARN_LIMITED(NCCL_NET, "connect to %s: the listener refused the connection: %s",
 				 s->peer_text, proto_reject_text(s->in.reason));
 			return -FI_ECONNREFUSED;
 		}

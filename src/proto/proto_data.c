@@ -55,10 +55,14 @@ static bool cancelled_by_us(const struct proto_comm *c, const struct fi_cq_err_e
 	       (c->magic != PROTO_COMM_MAGIC || atomic_load(&c->dead) != 0);
 }
 
-/* The code a failed data completion leaves in its request: a cancellation the
- * plugin did not ask for means the peer is gone. */
+/* The code a failed data completion leaves in its request: once the peer is
+ * known to be gone, that (whatever the provider reports, a cancellation
+ * included); a cancellation the plugin did not ask for means the same. */
 static int data_err(const struct proto_comm *c, const struct fi_cq_err_entry *err)
 {
+	int dead = atomic_load(&c->dead);
+	if (dead)
+		return proto_gone_rc(dead);
 	if (err->err == FI_ECANCELED && !cancelled_by_us(c, err))
 		return -FI_ECONNRESET;
 	return ofi_err_cq(err->err);
@@ -685,6 +689,8 @@ int net_test(void *request, int *done, int *sizes)
 		}
 	}
 	int res = atomic_load(&r->status);
+	if (res && atomic_load(&r->comm->dead))
+		(void)proto_comm_alive(r->comm); /* the comm's WARN, once, and the rest failed */
 	if (r->kind == PROTO_REQ_FLUSH) {
 		r->kind = PROTO_REQ_RECV; /* back to the receive pool's kind */
 	} else if (sizes) {

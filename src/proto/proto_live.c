@@ -2,6 +2,7 @@
  * proto_live.c - liveness: pings, pongs and goodbyes between the two ends of
  * a connection (see PROTO_PING_NS), and what happens once a peer is gone.
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include "log/log.h"
@@ -133,7 +134,8 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		 "Failing %d pending request(s) with ncclRemoteError. The peer process probably died "
 		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
-		 err == FI_ETIMEDOUT ? "no answer to liveness pings" : "a liveness ping failed",
+		 err == FI_ETIMEDOUT ? "no answer to liveness pings" :
+		 err == ESRCH ? "its process has exited" : "a liveness ping failed",
 		 fi_strerror(err), (double)(util_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
@@ -164,6 +166,13 @@ int proto_comm_alive(struct proto_comm *c)
 	if (atomic_load(&c->ping_op.posted) || now - c->ping_ns < PROTO_PING_NS)
 		goto out; /* (a ping the provider holds: the deadline above covers it) */
 	c->ping_ns = now;
+	if (ofi_ep_peer_gone(c->rails[c->home], c->ping_peer)) {
+		/* never post to it: it may have died holding a lock libfabric spins on */
+		LOG_TRACE(NCCL_NET, "liveness: the process behind %s has exited",
+			  c->peer_text ? c->peer_text : "?");
+		comm_mark_dead(c, ESRCH);
+		goto out;
+	}
 	ssize_t rc = proto_ping_post(c, &c->ping_op, &c->ping_msg, PROTO_PING);
 	LOG_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,

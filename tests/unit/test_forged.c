@@ -7,10 +7,14 @@
  * NCCL_FABRIC_PROVIDER (CTest runs it over tcp and shm on loopback).
  * Exit 77 when that provider is not here.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "abi/abi.h"
 #include "core/core.h"
@@ -83,6 +87,110 @@ static void counting_logger(ncclDebugLogLevel level, unsigned long flags, const 
 {
 	if (level == NCCL_LOG_WARN)
 		fuzz_warns++;
+}
+
+/* Writes /dev/shm/<name> of `size` bytes whose header has version byte `ver`
+ * and owner pid `pid` (the two fields every libfabric version keeps at 0 and
+ * 4); the rest is 0xee, which as a size or offset reaches far outside. */
+static int fake_region(const char *name, size_t size, unsigned char ver, int pid)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	unsigned char *buf = malloc(size);
+	int rc = buf ? 0 : -1;
+	if (buf) {
+		memset(buf, 0xee, size);
+		buf[0] = ver;
+		memcpy(buf + 4, &pid, sizeof(pid));
+		rc = write(fd, buf, size) == (ssize_t)size ? 0 : -1;
+	}
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static int shm_connect_fails(const char *what, const char *name)
+{
+	char addr[OFI_ADDR_MAX] = {0};
+	snprintf(addr, sizeof(addr), "fi_shm://%s", name);
+	unsigned long warns = fuzz_warns;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	forge(handle, addr, strlen(addr) + 1);
+	void *sc = NULL;
+	int rc = net_connect(0, handle, &sc);
+	if (rc == 0) {
+		fprintf(stderr, "  %s (%s): connect returned 0 (comm %p)\n", what, addr, sc);
+		if (sc)
+			net_close_send(sc);
+		return 1;
+	}
+	if (fuzz_warns == warns) {
+		fprintf(stderr, "  %s (%s): connect failed without a WARN\n", what, addr);
+		return 1;
+	}
+	return 0;
+}
+
+/* shm: a re-sealed handle whose name reaches a region file libfabric must not
+ * map (it would take a spinlock inside it, and take its sizes from it): the
+ * plugin refuses each before fi_av_insert, and nothing crashes. */
+static int test_shm_regions(void)
+{
+	struct core_plugin *p = core_plugin_get();
+	if (!p->devs[0].dom->traits.shm_region) {
+		printf("  skipped: provider %s names no shm regions\n", p->devs[0].provider);
+		return 0;
+	}
+	struct ofi_ep *ep = p->devs[0].dom->eps[0];
+	struct stat own;
+	char own_file[300];
+	snprintf(own_file, sizeof(own_file), "/dev/shm/%s", ep->name + strlen("fi_shm://"));
+	CHECK_EQ(stat(own_file, &own), 0);
+	unsigned char ver = 0;
+	FILE *f = fopen(own_file, "rb");
+	CHECK(f != NULL);
+	if (f) {
+		CHECK_EQ(fread(&ver, 1, 1, f), 1);
+		fclose(f);
+	}
+	log_set_logger(counting_logger);
+	int me = (int)getpid(), uid = (int)getuid();
+	char name[128];
+	/* no such file */
+	snprintf(name, sizeof(name), "%d:%d:97", me, uid);
+	CHECK_EQ(shm_connect_fails("missing region", name), 0);
+	/* another layout: the version byte, or the size */
+	snprintf(name, sizeof(name), "%d:%d:98", me, uid);
+	CHECK_EQ(fake_region(name, (size_t)own.st_size, (unsigned char)(ver ^ 0x5a), me), 0);
+	CHECK_EQ(shm_connect_fails("other version", name), 0);
+	CHECK_EQ(fake_region(name, 4096, ver, me), 0);
+	CHECK_EQ(shm_connect_fails("other size", name), 0);
+	/* our layout, but owned by a pid other than its name's */
+	CHECK_EQ(fake_region(name, (size_t)own.st_size, ver, me + 1), 0);
+	CHECK_EQ(shm_connect_fails("owner is not the name's pid", name), 0);
+	/* a name of another user */
+	snprintf(name, sizeof(name), "%d:%d:98", me, uid + 1);
+	CHECK_EQ(shm_connect_fails("another user's name", name), 0);
+	/* a region left by a process that has exited */
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	CHECK(child > 0);
+	waitpid(child, NULL, 0);
+	snprintf(name, sizeof(name), "%d:%d:0", (int)child, uid);
+	CHECK_EQ(fake_region(name, (size_t)own.st_size, ver, (int)child), 0);
+	CHECK_EQ(shm_connect_fails("exited owner", name), 0);
+	snprintf(own_file, sizeof(own_file), "/dev/shm/%d:%d:98", me, uid);
+	unlink(own_file);
+	snprintf(own_file, sizeof(own_file), "/dev/shm/%s", name);
+	unlink(own_file);
+	/* not a name at all */
+	CHECK_EQ(shm_connect_fails("path", "../../etc/passwd"), 0);
+	log_set_logger(NULL);
+	return 0;
 }
 
 static uint64_t fuzz_rng = 0x2545f4914f6cdd1dULL;
@@ -187,6 +295,7 @@ static int test_good_after(void)
 
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_forged_addresses, "a sealed handle with a bad address: connect fails at once"),
+	TEST_ENTRY(test_shm_regions, "shm: names of regions libfabric must not map are refused"),
 	TEST_ENTRY(test_fuzz_bulk, "102,000 corrupt or re-sealed handles: each fails at once with a WARN"),
 	TEST_ENTRY(test_good_after, "the endpoint still connects and moves data afterwards"),
 };

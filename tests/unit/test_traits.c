@@ -149,13 +149,26 @@ static int test_close_unbound(void)
 	return 0;
 }
 
+/* shm's peer addresses name regions that are checked; nobody else's. */
+static int test_shm_region(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("shm", 4096, 0, versions[k]).shm_region);
+		CHECK(!traits_of("sm2", 3864, 0, versions[k]).shm_region);
+		CHECK(!traits_of("tcp", 64, 0, versions[k]).shm_region);
+		CHECK(!traits_of("tcp;ofi_rxm", 64, 0, versions[k]).shm_region);
+	}
+	return 0;
+}
+
 /* An entry without a name or attributes gets no quirk, and no eager default. */
 static int test_no_name(void)
 {
 	struct policy_traits t;
 	memset(&t, 0xff, sizeof(t));
 	policy_traits_for(NULL, V117, &t);
-	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes);
+	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes &&
+	      !t.shm_region);
 	CHECK_EQ(t.eager_default, 0);
 	CHECK(t.split_domains); /* nothing says registrations are needed */
 	struct fi_info *i = fi_allocinfo();
@@ -174,6 +187,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_split_domains, "split domains unless FI_MR_LOCAL or FI_MR_ENDPOINT"),
 	TEST_ENTRY(test_ranking, "native tcp preferred, tcp;ofi_rxm yields"),
 	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
+	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 

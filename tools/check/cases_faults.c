@@ -136,12 +136,13 @@ static int ck_expect_peer_error_or(ck_t *ck, void *sc, void *rc, fh_buf_t *bp, s
 			return FH_FAIL;
 		secs = fh_now() - start;
 	}
-	if (res == ncclSuccess && delivered && me == 1) {
-		if (ck_buf_check_pattern(&b, len))
+	if (res == ncclSuccess && delivered) {
+		if (me == 1 && ck_buf_check_pattern(&b, len))
 			return fh_fail(r, "%s; the receive completed, but its data is not the sender's",
 				       what);
 		fh_note(r, "%s, but the whole message had been delivered (%s)", what, delivered);
-		return ck_ok(ck, fh_net_close_recv(net, rc), "close") ? FH_FAIL : FH_OK;
+		return ck_ok(ck, me == 0 ? fh_net_close_send(net, sc) : fh_net_close_recv(net, rc),
+			     "close") ? FH_FAIL : FH_OK;
 	}
 	if (res == ncclSuccess)
 		return fh_fail(r, "the operation completed with ncclSuccess although %s", what);
@@ -184,9 +185,36 @@ static int ck_peer_death(ck_t *ck)
 						      "the receiver died");
 }
 
-/* The sender dies part way through a large message, with its data moving:
- * the receive fails with ncclRemoteError, whatever error the provider reports
- * for the broken transfer. */
+/* The receiver dies with a large receive under way (arg 1): over shm on
+ * libfabric 1.17 its progress may hold its region's lock, and a post to it
+ * would spin forever. The sender must end with ncclRemoteError, or complete
+ * where the receiver had already copied everything. */
+static int ck_peer_death_mid_recv_side(ck_t *ck, void *sc, void *rc, fh_buf_t *b, size_t len)
+{
+	fh_rank_t *r = ck->r;
+	if (r->rank == 0)
+		return ck_expect_peer_error_or(ck, sc, rc, b, len, "the receiver died mid-transfer",
+					       "a shared-memory receiver copies from the sender itself");
+	void *req = NULL;
+	void *data[1] = {b->ptr};
+	size_t sz[1] = {len};
+	int tags[1] = {CK_TAG};
+	void *mhs[1] = {b->mh};
+	if (ck_ok(ck, fh_net_irecv(ck->net, rc, 1, data, sz, tags, mhs, &req), "irecv()") || !req)
+		return fh_fail(r, "irecv() gave no request");
+	int done = 0, size = -1;
+	double until = fh_now() + 0.005; /* the sender's data starts to flow */
+	while (!done && fh_now() < until)
+		if (ck_ok(ck, fh_net_test(ck->net, req, &done, &size), "test()"))
+			return FH_FAIL;
+	fh_stage(r, "dying %s a receive of %zu bytes", done ? "after" : "in the middle of", len);
+	fh_rank_die(r, "died on purpose");
+	return FH_FAIL;
+}
+
+/* The sender dies part way through a large message, with its data moving
+ * (arg 0): the receive fails with ncclRemoteError, whatever error the provider
+ * reports for the broken transfer. */
 static int ck_peer_death_mid(ck_t *ck)
 {
 	fh_rank_t *r = ck->r;
@@ -198,6 +226,8 @@ static int ck_peer_death_mid(ck_t *ck)
 	fh_buf_t b;
 	if (buf_ready(ck, sc, rc, len, &b))
 		return FH_FAIL;
+	if (ck->c->arg == 1)
+		return ck_peer_death_mid_recv_side(ck, sc, rc, &b, len);
 	if (me == 1)
 		return ck_expect_peer_error_or(ck, sc, rc, &b, len, "the sender died mid-transfer",
 					       "a shared-memory receiver copies from the sender itself");
@@ -539,6 +569,10 @@ static const ck_case_t ck_faults[] = {
 	{"peer-death/mid-recv", "the sender dies part way through a 256 MiB message: the receive "
 				"fails with ncclRemoteError and a WARN within 15 s",
 	 2, ALLV, 0, 40, ck_peer_death_mid, 0},
+	{"peer-death/mid-send", "the receiver dies part way through a 256 MiB message: the send "
+				"fails with ncclRemoteError and a WARN within 15 s (or completes, "
+				"where the receiver had copied it all), never hangs",
+	 2, ALLV, 0, 40, ck_peer_death_mid, 1},
 	{"peer-death/close", "the receiver dies holding untaken messages of 3 connections: "
 			     "only the first closeSend waits (at most 2 s)",
 	 2, ALLV, 0, 30, ck_peer_gone_close, 0},
