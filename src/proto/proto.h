@@ -137,6 +137,7 @@ struct proto_comm {
 	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
 	uint64_t ping_ns;          /* when the last ping was posted */
 	uint64_t probe_ns;         /* since when pings go unanswered (0: not probing) */
+	_Atomic uint64_t exit_check_ns; /* when proto_comm_exited last looked (shm) */
 	atomic_int dead;           /* the FI_* error that showed the peer is gone, or 0 */
 	atomic_bool dead_handled;  /* its operations were failed and cancelled */
 	const char *peer_text;     /* for messages (the kind's own buffer) */
@@ -373,6 +374,13 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
  * and cancels the comm's operations (once). Returns 0, or the FI_* error
  * that showed the peer is gone. Caller holds no CQ lock. */
 int proto_comm_alive(struct proto_comm *c);
+/* Before a post that reaches the peer (a message, a CTS): whether a silent
+ * shm peer's process has exited, in which case the post could hang in the
+ * provider. Looks at most every PROTO_EXIT_CHECK_NS, and only once the peer
+ * has been silent that long, so a busy connection pays nothing. Marks the
+ * comm dead; returns its FI_* error, or 0. */
+int proto_comm_exited(struct proto_comm *c);
+#define PROTO_EXIT_CHECK_NS 10000000ULL
 
 /* What the operations of a comm whose peer is gone fail with (dead: the FI_*
  * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings

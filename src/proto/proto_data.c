@@ -138,6 +138,11 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	struct proto_device *dev = c->dev;
 	const struct proto_tag_layout *lay = &dev->layout;
 	struct ofi_mr *mr = mhandle;
+	int gone = proto_comm_exited(c);
+	if (gone) {
+		(void)proto_comm_alive(c); /* the comm's WARN, once */
+		return proto_gone_rc(gone);
+	}
 	if (!mr && size && (dev->dom->mr_mode & FI_MR_LOCAL)) {
 		LOG_WARN(NCCL_NET, "isend: unregistered buffer, but provider %s needs registration",
 			 dev->choice.domain);
@@ -458,6 +463,11 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	if (!c) {
 		LOG_WARN(NCCL_NET, "irecv: %p is not a receive comm", recv_comm);
 		return -FI_EINVAL;
+	}
+	int gone = proto_comm_exited(c); /* a receive may post its CTS to the peer */
+	if (gone) {
+		(void)proto_comm_alive(c); /* the comm's WARN, once */
+		return proto_gone_rc(gone);
 	}
 	struct proto_recv *rc_ = container_of(c, struct proto_recv, c);
 	struct proto_device *dev = c->dev;

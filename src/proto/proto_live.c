@@ -142,6 +142,22 @@ static void comm_fail_all(struct proto_comm *c, int err)
 	proto_comm_unlock_rails(c);
 }
 
+int proto_comm_exited(struct proto_comm *c)
+{
+	int dead = atomic_load(&c->dead);
+	if (dead || !c->ping_id)
+		return dead;
+	uint64_t now = util_coarse_ns(), last = atomic_load(&c->last_ns);
+	if (last > now || now - last < PROTO_EXIT_CHECK_NS ||
+	    now - atomic_load(&c->exit_check_ns) < PROTO_EXIT_CHECK_NS)
+		return 0;
+	atomic_store(&c->exit_check_ns, now);
+	if (!ofi_ep_peer_gone(c->rails[c->home], c->ping_peer))
+		return 0;
+	comm_mark_dead(c, ESRCH);
+	return ESRCH;
+}
+
 int proto_comm_alive(struct proto_comm *c)
 {
 	int dead = atomic_load(&c->dead);
