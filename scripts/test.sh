@@ -28,8 +28,10 @@
 # a variant whose parts cannot be had here is reported as skipped, with the
 # reason). The variants are built one after another in the background; as
 # each is built its tests start, NCCL_FABRIC_TEST_LANES variants at once
-# (default 2), each with ctest -j NCCL_FABRIC_TEST_JOBS (default 2): the
-# tests' ranks poll, and more at once on two cores only slows them all. The
+# (default 1), each with ctest -j NCCL_FABRIC_TEST_JOBS (default 2). A check
+# case alone keeps more than one core busy (its ranks' start-up and polling):
+# on two cores four tests at once ran slower in all than one after another.
+# The
 # tests share nothing (ports, shm names, namespaces, files), so any split of
 # them may run at once. Each variant's ctest output is
 # printed as one block when its tests end. The cases that bound a time (a dead
@@ -61,7 +63,7 @@ else
 fi
 ncpu=$(nproc)
 jobs=${NCCL_FABRIC_TEST_JOBS:-2}
-lanes=${NCCL_FABRIC_TEST_LANES:-2}
+lanes=${NCCL_FABRIC_TEST_LANES:-1}
 export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER=${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:-3}
 # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
