@@ -4,12 +4,13 @@
 #   scripts/install-deps.sh          what building and the main job need
 #   scripts/install-deps.sh --test   also what the tests need: autotools to
 #                                    build libfabric 2.x from Debian 13's source
-#                                    package (scripts/libfabric-2x.sh)
+#                                    package (scripts/libfabric-2x.sh), ccache to
+#                                    share objects between scripts/test.sh's builds
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libfabric-dev libfabric-bin iproute2)
 if [ "${1:-}" = --test ]; then
-  packages+=(autoconf automake libtool xz-utils util-linux)
+  packages+=(autoconf automake libtool xz-utils util-linux ccache)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# The README's second command: builds and runs every test, on every libfabric
-# the plugin supports. Variants (all by default; NCCL_FABRIC_TEST_VARIANTS
-# picks some, e.g. "release lf2"):
+# The README's test command: builds and runs every test, on every libfabric
+# the plugin supports.
+#
+#   scripts/test.sh           every variant below
+#   scripts/test.sh --quick   the release variant alone (Debian's libfabric):
+#                             the edit loop; its build folder is the release
+#                             variant's, so a later full run reuses it
+#
+# Variants (all by default; NCCL_FABRIC_TEST_VARIANTS picks some, e.g.
+# "release lf2"):
 #
 #   release     Debian 12's libfabric 1.17, warnings as errors
 #   asan        the same under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -10,19 +17,209 @@
 #               headers, as users build it, and runs on the newer library
 #   lf2-cuda    libfabric 2.x with its CUDA support loaded at run time: the
 #               stub CUDA driver and runtime (tests/stubcuda) stand in for a
-#               GPU, so real providers give their real answers
+#               GPU, so real providers give their real answers. Only the tests
+#               whose outcome libfabric's CUDA support can change run here
+#               (labels unit, hmem, testprov, stubcuda, libfabric-cuda: see
+#               tests/func/CMakeLists.txt); the rest is lf2's
 #   headers-2x  the whole tree compiled against the 2.x headers (-Werror) and
 #               its unit tests run: nothing deprecated or removed is used
 #
-# libfabric 2.x is built once into a cache (scripts/libfabric-2x.sh); a variant
-# whose parts cannot be had here is reported as skipped, with the reason.
-# The last line counts every test of every variant.
+# How it runs: libfabric 2.x is built once into a cache (scripts/libfabric-2x.sh;
+# a variant whose parts cannot be had here is reported as skipped, with the
+# reason). The variants are built one after another in the background; as
+# each is built its tests start, NCCL_FABRIC_TEST_LANES variants at once
+# (default 1), each with ctest -j NCCL_FABRIC_TEST_JOBS (default 2). A check
+# case alone keeps more than one core busy (its ranks' start-up and polling):
+# on two cores four tests at once ran slower in all than one after another.
+# The
+# tests share nothing (ports, shm names, namespaces, files), so any split of
+# them may run at once. Each variant's ctest output is
+# printed as one block when its tests end. The cases that bound a time (a dead
+# peer seen within 15 s, ...) scale their bounds by
+# NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER, 3 here unless set: the suite loads the
+# machine. Where ccache is installed (scripts/install-deps.sh --test), the
+# variants built alike (release, lf2, lf2-cuda) share their objects through a
+# cache that lives as long as the run. The last line counts every test of
+# every variant; the exit status is non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh --test || exit 1
-jobs=$(nproc)
-variants=${NCCL_FABRIC_TEST_VARIANTS:-release asan lf2 lf2-cuda headers-2x}
+quick=0
+for a in "$@"; do
+  case $a in
+    --quick) quick=1 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+if [ $quick = 1 ]; then
+  scripts/install-deps.sh || exit 1
+  variants=release
+else
+  scripts/install-deps.sh --test || exit 1
+  # asan first: its tests take longest
+  variants=${NCCL_FABRIC_TEST_VARIANTS:-asan release lf2 lf2-cuda headers-2x}
+fi
+ncpu=$(nproc)
+jobs=${NCCL_FABRIC_TEST_JOBS:-2}
+lanes=${NCCL_FABRIC_TEST_LANES:-1}
+export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER=${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:-3}
+# ASan: libfabric itself is not instrumented; leaks inside it are not ours.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+for v in $variants; do
+  case $v in
+    release | asan | lf2 | lf2-cuda | headers-2x) ;;
+    *) echo "unknown variant $v (NCCL_FABRIC_TEST_VARIANTS)" >&2; exit 2 ;;
+  esac
+done
+
+# Background jobs get their own process groups (set -m), so that an
+# interrupted run stops them with everything they started.
+set -m
+state=$(mktemp -d "${TMPDIR:-/tmp}/nccl-fabric-test.XXXXXX") || exit 1
+bg_pids=()
+cleanup() {
+  for p in "${bg_pids[@]}"; do
+    kill -0 "$p" 2>/dev/null && kill -TERM -- "-$p" 2>/dev/null
+  done
+  rm -rf "$state"
+}
+trap cleanup EXIT
+launcher=(-DCMAKE_C_COMPILER_LAUNCHER=)
+if command -v ccache >/dev/null; then
+  # the build folders differ, the sources and flags do not
+  export CCACHE_DIR=$state/ccache CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+trap 'exit 130' INT TERM
+
+start_all=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - start_all )) s]"; }
+
+# --- libfabric 2.x, in the background --------------------------------------------
+# Built into the cache when missing (minutes); the variants' builds go on
+# meanwhile. Results: $state/lf2.<flavour>.{prefix,err,rc}.
+need_lf2=0
+case " $variants " in *" lf2"* | *" headers-2x "*) need_lf2=1 ;; esac
+if [ $need_lf2 = 1 ]; then
+  (
+    for flavour in nocuda cuda; do
+      flag=()
+      [ $flavour = cuda ] && flag=(--cuda)
+      scripts/libfabric-2x.sh "${flag[@]}" >"$state/lf2.$flavour.prefix" 2>"$state/lf2.$flavour.err"
+      echo $? >"$state/lf2.$flavour.rc"
+    done
+  ) &
+  bg_pids+=($!)
+fi
+
+# lf2_wait: until both flavours are settled.
+lf2_wait() {
+  [ $need_lf2 = 1 ] || return 0
+  while [ ! -f "$state/lf2.cuda.rc" ]; do sleep 1; done
+}
+# lf2_get FLAVOUR: prints the prefix; status 0, 77 (skipped) or 1 (failed).
+lf2_get() {
+  local rc
+  rc=$(cat "$state/lf2.$1.rc")
+  [ "$rc" = 0 ] && [ -s "$state/lf2.$1.prefix" ] && { cat "$state/lf2.$1.prefix"; return 0; }
+  [ "$rc" = 77 ] && return 77
+  return 1
+}
+# lf2_dirs: the prefixes for the stubcuda tests of every variant (cmake -D).
+lf2_dirs() {
+  local f p up
+  [ $need_lf2 = 1 ] || return 0
+  for f in nocuda cuda; do
+    p=$(lf2_get $f) || continue
+    up=$(tr a-z A-Z <<<"$f")
+    echo "-DFABRIC_TEST_LIBFABRIC_${up}_DIR=$p"
+  done
+}
+
+# variant_setup NAME: sets dir, libdir, expect, cuda, cmake_args, ctest_args,
+# pkgconfig; status 77 or 1 when its libfabric 2.x cannot be had (reason in
+# $why). Waits for libfabric 2.x where the variant needs it.
+variant_setup() {
+  dir=build-test-$1 libdir="" expect="" cuda=0 cmake_args=() ctest_args=() pkgconfig="" why=""
+  case $1 in
+    release) ;;
+    asan) cmake_args=(-DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug) ;;
+    lf2 | lf2-cuda | headers-2x)
+      local flavour=nocuda prefix rc
+      [ "$1" = lf2-cuda ] && flavour=cuda
+      lf2_wait
+      prefix=$(lf2_get $flavour)
+      rc=$?
+      if [ $rc != 0 ]; then
+        why="libfabric 2.x ($flavour): $(tail -3 "$state/lf2.$flavour.err" | tr '\n' ' ')"
+        return $rc
+      fi
+      expect=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion libfabric | cut -d. -f1,2)
+      libdir=$prefix/lib
+      case $1 in
+        lf2-cuda)
+          cuda=1
+          ctest_args=(-L '^(unit|hmem|testprov|stubcuda|libfabric-cuda)$') ;;
+        headers-2x)
+          pkgconfig=$prefix/lib/pkgconfig
+          ctest_args=(-L '^unit$') ;;
+      esac ;;
+  esac
+  return 0
+}
+
+# variant_env: the environment the variant's configure and tests run in.
+variant_env() {
+  envs=()
+  [ -n "$libdir" ] && envs+=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  [ -n "$pkgconfig" ] && envs+=("PKG_CONFIG_PATH=$pkgconfig")
+  return 0
+}
+
+# --- builds, one after another, in the background --------------------------------
+# $state/<variant>.build: ok, failed, skipped or failed-lf2; the messages that
+# go with it in $state/<variant>.build.out.
+build_one() {
+  local v=$1 out=$state/$1.build.out rc
+  variant_setup "$v"
+  rc=$?
+  if [ $rc = 77 ]; then
+    echo "$why" >"$out"; echo skipped >"$state/$v.build"; return
+  elif [ $rc != 0 ]; then
+    echo "$why" >"$out"; echo failed-lf2 >"$state/$v.build"; return
+  fi
+  variant_env
+  mkdir -p "$dir"
+  # Configured with the 2.x prefixes when known by now; the test step
+  # configures again once they are (nothing is rebuilt: they are test settings).
+  local dirs=()
+  [ -f "$state/lf2.cuda.rc" ] && mapfile -t dirs < <(lf2_dirs)
+  printf '%s\n' "${dirs[@]}" >"$state/$v.dirs"
+  if ! env "${envs[@]}" cmake -S . -B "$dir" -DFABRIC_WERROR=ON \
+         "-DFABRIC_EXPECT_LIBFABRIC_VERSION=$expect" "-DFABRIC_EXPECT_LIBFABRIC_CUDA=$cuda" \
+         "${launcher[@]}" "${dirs[@]}" "${cmake_args[@]}" >"$dir/configure.log" 2>&1; then
+    cat "$dir/configure.log" >"$out"
+    echo failed >"$state/$v.build"; return
+  fi
+  if ! cmake --build "$dir" -j"$ncpu" >"$dir/build.log" 2>&1; then
+    grep -E 'error|warning' "$dir/build.log" | head -40 >"$out"
+    echo failed >"$state/$v.build"; return
+  fi
+  echo ok >"$state/$v.build"
+}
+(
+  for v in $variants; do
+    echo "$(stamp) === $v: build"
+    build_one "$v"
+  done
+) &
+bg_pids+=($!)
+
+# --- tests: as each variant is built, NCCL_FABRIC_TEST_LANES at once ----------
 total_pass=0 total_fail=0 total_skip=0
 summary=()
 
@@ -42,107 +239,72 @@ ctest_counts() {
   total_skip=$((total_skip + skipped))
 }
 
-# run_variant NAME BUILD_DIR LIBDIR|"" EXPECT_VERSION CUDA(0/1) [cmake options...]
-run_variant() {
-  local name=$1 dir=$2 libdir=$3 expect=$4 cuda=$5
-  shift 5
-  echo "=== $name: build"
-  mkdir -p "$dir"
-  local envs=()
-  [ -n "$libdir" ] && envs=("LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
-  if ! env "${envs[@]}" cmake -S . -B "$dir" -DFABRIC_WERROR=ON \
-         "-DFABRIC_EXPECT_LIBFABRIC_VERSION=$expect" "-DFABRIC_EXPECT_LIBFABRIC_CUDA=$cuda" \
-         "${lf2_dirs[@]}" "$@" >"$dir/configure.log" 2>&1; then
-    cat "$dir/configure.log"
-    summary+=("$name: configure FAILED")
-    total_fail=$((total_fail + 1))
-    return
+# test_start NAME: configures again with the 2.x prefixes, starts ctest in
+# the background; its pid in test_pid[NAME].
+declare -A test_pid test_t0
+test_start() {
+  local v=$1 dirs=()
+  variant_setup "$v" >/dev/null
+  variant_env
+  lf2_wait
+  mapfile -t dirs < <(lf2_dirs)
+  if [ ${#dirs[@]} -gt 0 ] && [ "$(printf '%s\n' "${dirs[@]}")" != "$(cat "$state/$v.dirs")" ] &&
+     ! env "${envs[@]}" cmake -B "$dir" "${dirs[@]}" >>"$dir/configure.log" 2>&1; then
+    echo "$(stamp) === $v: configure with the libfabric 2.x prefixes FAILED"
+    tail -20 "$dir/configure.log"
   fi
-  if ! cmake --build "$dir" -j"$jobs" >"$dir/build.log" 2>&1; then
-    grep -E 'error|warning' "$dir/build.log" | head -40
-    summary+=("$name: build FAILED")
-    total_fail=$((total_fail + 1))
-    return
-  fi
-  echo "=== $name: tests${libdir:+ (libfabric from $libdir)}"
-  local log=$dir/ctest.log
-  local label=()
-  [ "$name" = headers-2x ] && label=(-L unit)
-  # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
-  (cd "$dir" && env "${envs[@]}" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      ctest --output-on-failure -j1 --timeout 600 "${label[@]}") 2>&1 | tee "$log"
+  echo "$(stamp) === $v: tests started${libdir:+ (libfabric from $libdir)}"
+  (cd "$dir" && exec env "${envs[@]}" ctest --output-on-failure -j"$jobs" --timeout 600 \
+     "${ctest_args[@]}") >"$dir/ctest.log" 2>&1 &
+  test_pid[$v]=$!
+  bg_pids+=($!)
+  test_t0[$v]=$(date +%s)
+}
+
+# test_end NAME: prints the variant's ctest output as one block, counts it.
+test_end() {
+  local v=$1
+  wait "${test_pid[$v]}"
+  variant_setup "$v" >/dev/null
+  echo "$(stamp) === $v: tests ($(( $(date +%s) - test_t0[$v] )) s)${libdir:+, libfabric from $libdir}"
+  cat "$dir/ctest.log"
   local before_fail=$total_fail before_pass=$total_pass before_skip=$total_skip
-  ctest_counts "$log"
-  summary+=("$name: $((total_pass - before_pass)) passed, $((total_fail - before_fail)) failed, $((total_skip - before_skip)) skipped")
+  ctest_counts "$dir/ctest.log"
+  summary+=("$v: $((total_pass - before_pass)) passed, $((total_fail - before_fail)) failed, $((total_skip - before_skip)) skipped")
 }
 
-# lf2_prefix [--cuda]: the cached libfabric 2.x prefix, or "" with a SKIP line.
-lf2_prefix() {
-  local out rc
-  out=$(scripts/libfabric-2x.sh "$@" 2>"/tmp/libfabric-2x.$$.err")
-  rc=$?
-  cat "/tmp/libfabric-2x.$$.err" >&2
-  rm -f "/tmp/libfabric-2x.$$.err"
-  [ $rc = 0 ] && echo "$out"
-  return $rc
-}
-
-# The 2.x prefixes first, so every variant's tests that use them directly
-# (tests/stubcuda: libfabric's CUDA support under the stubs) find them.
-declare -A lf2_prefix_of lf2_rc_of
-lf2_dirs=()
-for flavour in nocuda cuda; do
-  case " $variants " in *" lf2"* | *" headers-2x "*) ;; *) break ;; esac
-  flag=()
-  [ $flavour = cuda ] && flag=(--cuda)
-  echo "=== libfabric 2.x ($flavour) from Debian 13's source package"
-  lf2_prefix_of[$flavour]=$(lf2_prefix "${flag[@]}")
-  lf2_rc_of[$flavour]=$?
-  if [ "${lf2_rc_of[$flavour]}" = 0 ]; then
-    echo "    ${lf2_prefix_of[$flavour]}"
-    up=$(tr a-z A-Z <<<"$flavour")
-    lf2_dirs+=("-DFABRIC_TEST_LIBFABRIC_${up}_DIR=${lf2_prefix_of[$flavour]}")
-  fi
+pending=($variants)
+running=()
+while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
+  still=()
+  for v in "${running[@]}"; do
+    if kill -0 "${test_pid[$v]}" 2>/dev/null; then still+=("$v"); else test_end "$v"; fi
+  done
+  running=("${still[@]}")
+  while [ ${#pending[@]} -gt 0 ] && [ ${#running[@]} -lt "$lanes" ]; do
+    v=${pending[0]}
+    [ -f "$state/$v.build" ] || break # builds finish in order
+    pending=("${pending[@]:1}")
+    case $(cat "$state/$v.build") in
+      ok) test_start "$v"; running+=("$v") ;;
+      skipped)
+        echo "SKIP: $v: $(cat "$state/$v.build.out")"
+        summary+=("$v: SKIPPED ($(cat "$state/$v.build.out"))")
+        total_skip=$((total_skip + 1)) ;;
+      failed-lf2)
+        echo "=== $v: libfabric 2.x build FAILED"; cat "$state/$v.build.out"
+        summary+=("$v: libfabric 2.x build FAILED")
+        total_fail=$((total_fail + 1)) ;;
+      *)
+        echo "=== $v: configure or build FAILED"; cat "$state/$v.build.out"
+        summary+=("$v: build FAILED")
+        total_fail=$((total_fail + 1)) ;;
+    esac
+  done
+  sleep 1
 done
 
-for v in $variants; do
-  case $v in
-  release)
-    run_variant release build-test-release "" "" 0 ;;
-  asan)
-    run_variant asan build-test-asan "" "" 0 -DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug ;;
-  lf2 | lf2-cuda | headers-2x)
-    flavour=nocuda
-    [ $v = lf2-cuda ] && flavour=cuda
-    prefix=${lf2_prefix_of[$flavour]:-}
-    rc=${lf2_rc_of[$flavour]:-1}
-    if [ $rc = 77 ]; then
-      summary+=("$v: SKIPPED (libfabric 2.x: see the SKIP line above)")
-      total_skip=$((total_skip + 1))
-      continue
-    elif [ $rc != 0 ] || [ -z "$prefix" ]; then
-      summary+=("$v: libfabric 2.x build FAILED")
-      total_fail=$((total_fail + 1))
-      continue
-    fi
-    version=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion libfabric)
-    version=$(cut -d. -f1,2 <<<"$version")
-    case $v in
-    lf2) run_variant lf2 build-test-lf2 "$prefix/lib" "$version" 0 ;;
-    lf2-cuda) run_variant lf2-cuda build-test-lf2-cuda "$prefix/lib" "$version" 1 ;;
-    headers-2x)
-      export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-      run_variant headers-2x build-test-headers-2x "$prefix/lib" "$version" 0
-      unset PKG_CONFIG_PATH ;;
-    esac ;;
-  *)
-    echo "unknown variant $v" >&2
-    total_fail=$((total_fail + 1)) ;;
-  esac
-done
-
-echo "=== summary"
+echo "=== summary ($(( $(date +%s) - start_all )) s)"
 printf '  %s\n' "${summary[@]}"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ $total_fail = 0 ]

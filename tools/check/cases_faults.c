@@ -194,7 +194,7 @@ static int ck_peer_death_mid_recv_side(ck_t *ck, void *sc, void *rc, fh_buf_t *b
 	fh_rank_t *r = ck->r;
 	if (r->rank == 0)
 		return ck_expect_peer_error_or(ck, sc, rc, b, len, "the receiver died mid-transfer",
-					       "a shared-memory receiver copies from the sender itself");
+					       "the provider had moved it all before the death");
 	void *req = NULL;
 	void *data[1] = {b->ptr};
 	size_t sz[1] = {len};
@@ -230,7 +230,7 @@ static int ck_peer_death_mid(ck_t *ck)
 		return ck_peer_death_mid_recv_side(ck, sc, rc, &b, len);
 	if (me == 1)
 		return ck_expect_peer_error_or(ck, sc, rc, &b, len, "the sender died mid-transfer",
-					       "a shared-memory receiver copies from the sender itself");
+					       "the provider had moved it all before the death");
 	ck_buf_fill_pattern(&b, len);
 	void *req = NULL;
 	double until = fh_now() + CK_DEATH_BOUND_S * r->timeout_mult;
