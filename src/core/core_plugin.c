@@ -174,10 +174,8 @@ static void plugin_free(struct core_plugin *p)
 {
 	log_resources(p, "at finalize");
 	proto_pending_connects_close(-1);
-	for (int d = 0; d < p->ndevs; d++) {
-		proto_answers_drop(&p->devs[d]);
+	for (int d = 0; d < p->ndevs; d++)
 		ofi_domain_drain(p->devs[d].dom, 20000000ULL, 500000000ULL);
-	}
 	for (int d = p->ndevs - 1; d >= 0; d--) {
 		ofi_domain_close(p->devs[d].dom);
 		p->devs[d].dom = NULL;

@@ -337,9 +337,6 @@ static inline void *proto_ctrl_desc(struct proto_comm *c)
 /* The device table listen and connect look devices up in: core's, from init
  * to finalize (NULL then). */
 void proto_devices_set(struct proto_device *devs, int ndevs);
-/* Frees the answers to connection requests still waiting to be sent
- * (finalize, before the device's domain closes). */
-void proto_answers_drop(struct proto_device *dev);
 /* Device dev of that table; NULL with a WARN naming the call (what) when there
  * is no such device or no table. */
 struct proto_device *proto_device_of(int dev, const char *what);

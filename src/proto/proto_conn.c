@@ -76,149 +76,82 @@ static int pool_reserve_share(struct ofi_ep *ep, int pool, int base, int want, i
 /* ---------------- listen ---------------- */
 
 /* Connection requests reach rail 0's CONNECT pool whatever listen id they
- * name; the handler queues each for its listen comm and answers every one at
- * once: HELD when it waits for accept, REJECT when it can never succeed (no
- * such listen comm: closed, or a stale handle; a bad nonce or provider; the
- * queue full). So a connector hears within PROTO_CONNECT_ANSWER_NS whether
- * anyone listens. Answers are heap operations, at most PROTO_ANSWERS_MAX in
- * flight per device; the rest wait in the device's queue (up to
- * PROTO_ANSWERS_QUEUED) and go out as earlier ones complete, so a burst of
- * requests is answered in full rather than left to time out. */
+ * name; the handler queues each for its listen comm and answers it at once:
+ * HELD when it waits for accept, REJECT when it can never succeed (no such
+ * listen comm: closed, or a stale handle; a bad nonce or provider; the queue
+ * full). So a connector hears within PROTO_CONNECT_ANSWER_NS whether anyone
+ * listens. Answers are heap operations. A HELD answers a request that took a
+ * place in a listen queue, so there are never more than those places; REJECTs,
+ * which anyone can provoke, are at most PROTO_REJECTS_MAX in flight per
+ * process, and beyond that a connector hears nothing and fails by its own
+ * timeout, with the same error: a flood of hopeless requests, or a peer that
+ * never reads its answers, cannot hold the memory or starve later HELDs. */
 
-#define PROTO_ANSWERS_MAX 64
-#define PROTO_ANSWERS_QUEUED 8192
+#define PROTO_REJECTS_MAX 64
 
 struct proto_answer_op {
 	struct ofi_op op;
-	struct dlist link; /* in its device's queue while it waits */
-	struct proto_device *dev;
-	fi_addr_t peer;
 	struct proto_msg msg;
 	struct ofi_mr *mr;
+	bool counted; /* a REJECT: holds a place in rejects_in_flight */
 };
 
-/* Per device: answers in flight, and those waiting for a place. */
-static pthread_mutex_t answers_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct answer_queue {
-	struct dlist waiting;
-	int nwaiting, inflight;
-	unsigned long dropped;
-} answers[POLICY_MAX_DEVS];
-
-static struct answer_queue *answer_queue_locked(const struct proto_device *dev)
-{
-	struct answer_queue *q = &answers[dev->index];
-	if (!q->waiting.next)
-		dlist_init(&q->waiting);
-	return q;
-}
+static atomic_int rejects_in_flight;
 
 static void answer_free(struct proto_answer_op *a)
 {
+	if (a->counted)
+		atomic_fetch_sub(&rejects_in_flight, 1);
 	ofi_mr_put(a->mr);
 	free(a);
 }
 
-/* Posts queued answers while there is room. answers_lock held. */
-static void answers_pump_locked(struct answer_queue *q)
-{
-	while (q->inflight < PROTO_ANSWERS_MAX && !dlist_empty(&q->waiting)) {
-		struct proto_answer_op *a = container_of(q->waiting.next, struct proto_answer_op, link);
-		ssize_t rc = ofi_ep_send(a->op.ep, &a->msg, sizeof(a->msg), a->mr ? a->mr->desc : NULL,
-					 a->peer, &a->op.ctx);
-		if (rc == -FI_EAGAIN)
-			return; /* the queue is full: the next completion or request pumps again */
-		dlist_remove(&a->link);
-		q->nwaiting--;
-		if (rc) {
-			q->dropped++;
-			answer_free(a);
-			continue;
-		}
-		q->inflight++;
-	}
-}
-
-/* Under the CQ lock of the answer's endpoint, as every completion. */
 static void answer_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
 {
-	struct proto_answer_op *a = op->owner;
-	struct proto_device *dev = a->dev;
-	answer_free(a);
-	pthread_mutex_lock(&answers_lock);
-	struct answer_queue *q = answer_queue_locked(dev);
-	q->inflight--;
-	answers_pump_locked(q);
-	pthread_mutex_unlock(&answers_lock);
+	answer_free(op->owner);
 }
 
-/* Answers req with `type` (PROTO_MSG_HELD or PROTO_MSG_REJECT and its reason).
- * Safe under the CQ lock (it only posts). */
+/* Answers req with `type` (PROTO_MSG_HELD, or PROTO_MSG_REJECT and its
+ * reason). Safe under the CQ lock (it only posts). */
 static void send_answer(struct proto_device *dev, struct ofi_ep *ep, const struct proto_msg *req,
 			uint8_t type, uint32_t reason)
 {
-	if (type == PROTO_MSG_REJECT) {
+	bool reject = type == PROTO_MSG_REJECT;
+	if (reject) {
 		char peer_text[64] = "?";
 		proto_addr_text(dev->info, req->addr[0], req->alen[0], peer_text, sizeof(peer_text));
 		LOG_WARN_LIMITED(NCCL_NET, "accept on %s: refused a connection from %s: %s",
 				 dev->props.name, peer_text, proto_reject_text(reason));
+		if (atomic_fetch_add(&rejects_in_flight, 1) >= PROTO_REJECTS_MAX) {
+			atomic_fetch_sub(&rejects_in_flight, 1);
+			return;
+		}
 	}
-	fi_addr_t peer;
-	if (req->alen[0] == 0 || ofi_ep_resolve(ep, req->addr[0], req->alen[0], &peer))
-		return;
 	struct proto_answer_op *a = calloc(1, sizeof(*a));
-	if (!a)
+	if (!a) {
+		if (reject)
+			atomic_fetch_sub(&rejects_in_flight, 1);
 		return;
-	if ((ep->dom->mr_mode & FI_MR_LOCAL) &&
-	    ofi_mr_get(ep->dom, &a->msg, sizeof(a->msg), FI_HMEM_SYSTEM, 0, &a->mr)) {
-		free(a);
+	}
+	a->counted = reject;
+	fi_addr_t peer;
+	if (req->alen[0] == 0 || ofi_ep_resolve(ep, req->addr[0], req->alen[0], &peer) ||
+	    ((ep->dom->mr_mode & FI_MR_LOCAL) &&
+	     ofi_mr_get(ep->dom, &a->msg, sizeof(a->msg), FI_HMEM_SYSTEM, 0, &a->mr))) {
+		answer_free(a);
 		return;
 	}
 	a->op.complete = answer_done;
 	a->op.owner = a;
 	a->op.ep = ep;
-	a->dev = dev;
-	a->peer = peer;
 	a->msg.type = type;
 	a->msg.reason = reason;
 	a->msg.nonce = req->nonce;
 	a->msg.secret = req->secret;
 	proto_msg_seal(&a->msg, proto_tag_ctrl(&dev->layout, PROTO_CTRL_ACCEPT, req->id));
-	/* Lock order: the CQ lock (recursive; completions pump under it), then
-	 * answers_lock; posting may take the CQ lock where the provider needs
-	 * serialising. */
-	pthread_mutex_lock(&ep->cq_lock);
-	pthread_mutex_lock(&answers_lock);
-	struct answer_queue *q = answer_queue_locked(dev);
-	if (q->nwaiting >= PROTO_ANSWERS_QUEUED) {
-		q->dropped++;
-		pthread_mutex_unlock(&answers_lock);
-		pthread_mutex_unlock(&ep->cq_lock);
+	if (ofi_ep_send(ep, &a->msg, sizeof(a->msg), a->mr ? a->mr->desc : NULL, peer, &a->op.ctx))
 		answer_free(a);
-		LOG_WARN_LIMITED(NCCL_NET, "accept on %s: %d answers to connection requests wait "
-				 "already; this request gets none and its connector times out",
-				 dev->props.name, PROTO_ANSWERS_QUEUED);
-		return;
-	}
-	dlist_insert_tail(&q->waiting, &a->link);
-	q->nwaiting++;
-	answers_pump_locked(q);
-	pthread_mutex_unlock(&answers_lock);
-	pthread_mutex_unlock(&ep->cq_lock);
-}
-
-void proto_answers_drop(struct proto_device *dev)
-{
-	pthread_mutex_lock(&answers_lock);
-	struct answer_queue *q = answer_queue_locked(dev);
-	while (!dlist_empty(&q->waiting)) {
-		struct proto_answer_op *a =
-			container_of(dlist_pop_head(&q->waiting), struct proto_answer_op, link);
-		answer_free(a);
-	}
-	q->nwaiting = 0;
-	pthread_mutex_unlock(&answers_lock);
 }
 
 static void connect_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
