@@ -2,7 +2,7 @@
 # Builds libfabric 2.x from Debian 13 (trixie)'s own source package into a
 # cache that later runs reuse, and prints the install prefix on stdout.
 #
-#   scripts/libfabric-2x.sh            tcp, rxm, shm, sm2, udp, rxd, sockets
+#   scripts/libfabric-2x.sh            tcp, rxm, shm, sm2, udp, rxd
 #   scripts/libfabric-2x.sh --cuda     the same with libfabric's CUDA support,
 #                                      loaded at run time (--enable-cuda-dlopen):
 #                                      CUDA headers from the machine's toolkit
@@ -87,8 +87,8 @@ echo "$sha  $src_dir/$orig" | sha256sum -c --status ||
 
 # --- configure line ------------------------------------------------------------
 providers=(--enable-only --enable-tcp --enable-rxm --enable-shm --enable-sm2 --enable-udp
-           --enable-rxd --enable-sockets)
-conf=(--disable-static --disable-silent-rules "${providers[@]}")
+           --enable-rxd)
+conf=(--disable-static --disable-silent-rules --disable-dependency-tracking "${providers[@]}")
 variant=nocuda
 cppflags=""
 if [ $cuda = 1 ]; then
@@ -121,6 +121,21 @@ fi
 for tool in autoconf automake libtoolize make cc; do
   command -v $tool >/dev/null || skip "$tool is missing (scripts/install-deps.sh installs it)"
 done
+# The orig tarball has no configure script: autogen.sh runs once per tarball,
+# into a source tree both flavours build from (out of tree).
+tree=$cache/tree/libfabric-$upstream
+if [ ! -f "$cache/tree/.stamp" ] || [ "$(cat "$cache/tree/.stamp")" != "$orig $sha" ] ||
+   [ ! -x "$tree/configure" ]; then
+  rm -rf "$cache/tree" && mkdir -p "$cache/tree"
+  say "unpacking $orig and running autogen.sh"
+  if ! (tar -xf "$src_dir/$orig" -C "$cache/tree" && cd "$tree" && ./autogen.sh) \
+       >"$cache/tree/autogen.log" 2>&1; then
+    echo "libfabric-2x: autogen.sh failed; last lines of $cache/tree/autogen.log:" >&2
+    tail -20 "$cache/tree/autogen.log" >&2
+    exit 1
+  fi
+  echo "$orig $sha" >"$cache/tree/.stamp"
+fi
 work=$cache/build-$variant
 rm -rf "$work" "$prefix"
 mkdir -p "$work"
@@ -129,10 +144,8 @@ say "building libfabric $upstream ($variant) into $prefix; log $log"
 start=$(date +%s)
 if ! (
   set -e
-  tar -xf "$src_dir/$orig" -C "$work"
-  cd "$work"/libfabric-*
-  ./autogen.sh
-  CPPFLAGS="$cppflags" ./configure --prefix="$prefix" "${conf[@]}"
+  cd "$work"
+  CPPFLAGS="$cppflags" "$tree/configure" --prefix="$prefix" "${conf[@]}"
   make -j"$(nproc)"
   make install
 ) >"$log" 2>&1; then
@@ -140,11 +153,11 @@ if ! (
   tail -20 "$log" >&2
   exit 1
 fi
-if [ $cuda = 1 ] && ! grep -q '#define HAVE_CUDA 1' "$work"/libfabric-*/config.h; then
+if [ $cuda = 1 ] && ! grep -q '#define HAVE_CUDA 1' "$work/config.h"; then
   echo "libfabric-2x: configure did not enable CUDA support (see $log)" >&2
   exit 1
 fi
 echo "$stamp" >"$prefix/.stamp"
-rm -rf "$work/libfabric-"*/prov "$work/libfabric-"*/src # keep the log, not the objects
+find "$work" -mindepth 1 -maxdepth 1 ! -name build.log -exec rm -rf {} + # keep the log
 say "built in $(( $(date +%s) - start )) s"
 echo "$prefix"

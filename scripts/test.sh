@@ -60,7 +60,7 @@ else
   variants=${NCCL_FABRIC_TEST_VARIANTS:-asan release lf2 lf2-cuda headers-2x}
 fi
 ncpu=$(nproc)
-jobs=${NCCL_FABRIC_TEST_JOBS:-2}
+jobs=${NCCL_FABRIC_TEST_JOBS:-3}
 lanes=${NCCL_FABRIC_TEST_LANES:-1}
 export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER=${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:-3}
 # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
@@ -114,10 +114,10 @@ if [ $need_lf2 = 1 ]; then
   bg_pids+=($!)
 fi
 
-# lf2_wait: until both flavours are settled.
+# lf2_wait FLAVOUR: until that flavour is settled (nocuda is built first).
 lf2_wait() {
   [ $need_lf2 = 1 ] || return 0
-  while [ ! -f "$state/lf2.cuda.rc" ]; do sleep 1; done
+  while [ ! -f "$state/lf2.$1.rc" ]; do sleep 1; done
 }
 # lf2_get FLAVOUR: prints the prefix; status 0, 77 (skipped) or 1 (failed).
 lf2_get() {
@@ -127,7 +127,7 @@ lf2_get() {
   [ "$rc" = 77 ] && return 77
   return 1
 }
-# lf2_dirs: the prefixes for the stubcuda tests of every variant (cmake -D).
+# lf2_dirs: the prefixes for lf2-cuda's stubcuda tests (cmake -D).
 lf2_dirs() {
   local f p up
   [ $need_lf2 = 1 ] || return 0
@@ -149,7 +149,8 @@ variant_setup() {
     lf2 | lf2-cuda | headers-2x)
       local flavour=nocuda prefix rc
       [ "$1" = lf2-cuda ] && flavour=cuda
-      lf2_wait
+      lf2_wait $flavour
+      [ "$1" = lf2-cuda ] && lf2_wait nocuda # its stubcuda tests take both
       prefix=$(lf2_get $flavour)
       rc=$?
       if [ $rc != 0 ]; then
@@ -192,11 +193,10 @@ build_one() {
   fi
   variant_env
   mkdir -p "$dir"
-  # Configured with the 2.x prefixes when known by now; the test step
-  # configures again once they are (nothing is rebuilt: they are test settings).
+  # lf2-cuda also runs the stubcuda tests on both 2.x prefixes (settled by
+  # variant_setup): libfabric's CUDA support under the stubs
   local dirs=()
-  [ -f "$state/lf2.cuda.rc" ] && mapfile -t dirs < <(lf2_dirs)
-  printf '%s\n' "${dirs[@]}" >"$state/$v.dirs"
+  [ "$v" = lf2-cuda ] && mapfile -t dirs < <(lf2_dirs)
   if ! env "${envs[@]}" cmake -S . -B "$dir" -DFABRIC_WERROR=ON \
          "-DFABRIC_EXPECT_LIBFABRIC_VERSION=$expect" "-DFABRIC_EXPECT_LIBFABRIC_CUDA=$cuda" \
          "${launcher[@]}" "${dirs[@]}" "${cmake_args[@]}" >"$dir/configure.log" 2>&1; then
@@ -237,20 +237,12 @@ ctest_counts() {
   total_skip=$((total_skip + skipped))
 }
 
-# test_start NAME: configures again with the 2.x prefixes, starts ctest in
-# the background; its pid in test_pid[NAME].
+# test_start NAME: starts ctest in the background; its pid in test_pid[NAME].
 declare -A test_pid test_t0
 test_start() {
-  local v=$1 dirs=()
+  local v=$1
   variant_setup "$v" >/dev/null
   variant_env
-  lf2_wait
-  mapfile -t dirs < <(lf2_dirs)
-  if [ ${#dirs[@]} -gt 0 ] && [ "$(printf '%s\n' "${dirs[@]}")" != "$(cat "$state/$v.dirs")" ] &&
-     ! env "${envs[@]}" cmake -B "$dir" "${dirs[@]}" >>"$dir/configure.log" 2>&1; then
-    echo "$(stamp) === $v: configure with the libfabric 2.x prefixes FAILED"
-    tail -20 "$dir/configure.log"
-  fi
   echo "$(stamp) === $v: tests started${libdir:+ (libfabric from $libdir)}"
   (cd "$dir" && exec env "${envs[@]}" ctest --output-on-failure -j"$jobs" --timeout 600 \
      "${ctest_args[@]}") >"$dir/ctest.log" 2>&1 &
