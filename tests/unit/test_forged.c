@@ -253,6 +253,124 @@ static int test_fuzz_bulk(void)
 	return 0;
 }
 
+/* Which address bytes a re-sealed forgery may flip: those that keep it on
+ * this machine (the port, 127.x.y.z, IPv4's padding; the port and flow label
+ * of IPv6, whose loopback address stays; anything in a shm name). Returns how
+ * many offsets it wrote, 0 for a format this test cannot keep local. */
+static int local_offsets(uint32_t fmt, size_t len, unsigned char *off)
+{
+	int n = 0;
+	if (fmt == FI_SOCKADDR_IN && len >= 16) {
+		static const unsigned char in4[] = {2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+		memcpy(off, in4, sizeof(in4));
+		return (int)sizeof(in4);
+	}
+	if (fmt == FI_SOCKADDR_IN6 && len >= 28) {
+		for (int i = 2; i < 8; i++)
+			off[n++] = (unsigned char)i;
+		return n;
+	}
+	if (fmt == FI_ADDR_STR) {
+		for (size_t i = strlen("fi_shm://"); i + 1 < len && n < OFI_ADDR_MAX; i++)
+			off[n++] = (unsigned char)i;
+		return n;
+	}
+	return 0;
+}
+
+/* Connects in flight at once, and how long one may take to end. */
+#define BURST_WINDOW 512
+#define BURST_BOUND_S 5.0
+
+/* A burst of re-sealed handles (right checksum) whose address has 1..3 bits
+ * flipped: each names another port, address or shm region of this machine,
+ * where nothing or something else listens. Every connect must end within
+ * 5 s, with an error, or with a connection where the flips did not change the
+ * endpoint (IPv4's padding) and so reached this listener; nothing crashes.
+ * FORGED_RESEALED sets how many (2,000 by default; the README's fault section
+ * runs 100,000). */
+static int test_resealed_burst(void)
+{
+	struct core_plugin *p = core_plugin_get();
+	uint32_t fmt = p->devs[0].info->addr_format;
+	struct proto_handle gh;
+	memcpy(&gh, good, sizeof(gh));
+	unsigned char off[OFI_ADDR_MAX];
+	int noff = local_offsets(fmt, gh.addr_len, off);
+	if (noff == 0) {
+		printf("  skipped: address format %u has no bytes this test can flip and stay local\n",
+		       fmt);
+		return 0;
+	}
+	const char *env = getenv("FORGED_RESEALED");
+	long total = env ? strtol(env, NULL, 10) : 2000;
+	if (total <= 0)
+		total = 2000;
+	const char *m = getenv("NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER");
+	double bound = BURST_BOUND_S * (m && atof(m) > 1.0 ? atof(m) : 1.0);
+	static char hs[BURST_WINDOW][NCCL_NET_HANDLE_MAXSIZE];
+	double started[BURST_WINDOW];
+	bool busy[BURST_WINDOW] = {false};
+	bool lost[BURST_WINDOW] = {false}; /* a connect still pending past the bound keeps its buffer */
+	long begun = 0, ended = 0, failed = 0, reached = 0, slow = 0, late = 0;
+	double worst = 0, t0 = unit_now_s();
+	log_set_logger(counting_logger); /* the refusals' WARNs, counted, not printed */
+	while (ended < total) {
+		for (int w = 0; w < BURST_WINDOW; w++) {
+			if (lost[w])
+				continue;
+			if (!busy[w]) {
+				if (begun == total)
+					continue;
+				unsigned char addr[OFI_ADDR_MAX];
+				memcpy(addr, gh.addr, gh.addr_len);
+				int flips = 1 + (int)(fuzz_next() % 3);
+				for (int k = 0; k < flips; k++)
+					addr[off[fuzz_next() % (unsigned)noff]] ^=
+						(unsigned char)(1u << (fuzz_next() % 8));
+				forge(hs[w], addr, gh.addr_len);
+				busy[w] = true;
+				started[w] = unit_now_s();
+				begun++;
+			}
+			void *sc = NULL;
+			int rc = net_connect(0, hs[w], &sc);
+			double took = unit_now_s() - started[w];
+			if (rc == 0 && !sc) {
+				if (took > bound) {
+					late++;
+					lost[w] = true;
+					ended++;
+				}
+				continue;
+			}
+			if (sc) {
+				reached++;
+				net_close_send(sc);
+			} else {
+				failed++;
+			}
+			slow += took > 1.0;
+			if (took > worst)
+				worst = took;
+			busy[w] = false;
+			ended++;
+		}
+		void *rcomm = NULL; /* the forgeries that still name this listener */
+		while (net_accept(lcomm, &rcomm) == 0 && rcomm) {
+			net_close_recv(rcomm);
+			rcomm = NULL;
+		}
+	}
+	log_set_logger(NULL);
+	printf("  %ld re-sealed handles in %.1f s: %ld failed, %ld reached this listener, %ld took "
+	       "over 1 s, the slowest %.2f s, %ld unanswered after %.0f s\n",
+	       total, unit_now_s() - t0, failed, reached, slow, worst, late, bound);
+	CHECK_EQ(late, 0);
+	CHECK_EQ(failed + reached, total);
+	return 0;
+}
+
 /* After the forgeries the endpoint still connects: connect and accept on one thread. */
 static int test_good_after(void)
 {
@@ -297,6 +415,8 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_forged_addresses, "a sealed handle with a bad address: connect fails at once"),
 	TEST_ENTRY(test_shm_regions, "shm: names of regions libfabric must not map are refused"),
 	TEST_ENTRY(test_fuzz_bulk, "102,000 corrupt or re-sealed handles: each fails at once with a WARN"),
+	TEST_ENTRY(test_resealed_burst, "re-sealed handles naming other local endpoints, 512 at once: "
+					"each ends within 5 s"),
 	TEST_ENTRY(test_good_after, "the endpoint still connects and moves data afterwards"),
 };
 
