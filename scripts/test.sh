@@ -57,10 +57,11 @@ if [ $quick = 1 ]; then
 else
   scripts/install-deps.sh --test || exit 1
   # asan first: its tests take longest
-  variants=${NCCL_FABRIC_TEST_VARIANTS:-asan release lf2 lf2-cuda headers-2x}
+  variants=${NCCL_FABRIC_TEST_VARIANTS:-asan release lf2 headers-2x lf2-cuda}
 fi
 ncpu=$(nproc)
-jobs=${NCCL_FABRIC_TEST_JOBS:-3}
+cpus=${NCCL_FABRIC_TEST_CPUS:-$ncpu}
+jobs=${NCCL_FABRIC_TEST_JOBS:-$((cpus + 2))}
 lanes=${NCCL_FABRIC_TEST_LANES:-1}
 export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER=${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:-3}
 # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
@@ -93,6 +94,11 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 trap 'exit 130' INT TERM
+
+# ctest's resources: a "cpu" slot per core, one per busy test (the fault
+# runs take none: tests/CMakeLists.txt).
+printf '{"version": {"major": 1, "minor": 0}, "local": [{"cpu": [{"id": "0", "slots": %d}]}]}\n' \
+  "$cpus" >"$state/resources.json"
 
 start_all=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - start_all )) s]"; }
@@ -245,6 +251,7 @@ test_start() {
   variant_env
   echo "$(stamp) === $v: tests started${libdir:+ (libfabric from $libdir)}"
   (cd "$dir" && exec env "${envs[@]}" ctest --output-on-failure -j"$jobs" --timeout 600 \
+     --resource-spec-file "$state/resources.json" \
      "${ctest_args[@]}") >"$dir/ctest.log" 2>&1 &
   test_pid[$v]=$!
   bg_pids+=($!)
