@@ -13,7 +13,10 @@
 static void comm_mark_dead(struct proto_comm *c, int err)
 {
 	int expected = 0;
-	atomic_compare_exchange_strong(&c->dead, &expected, err);
+	/* its process's other connections close without waiting for it either
+	 * (cleared when it answers again) */
+	if (atomic_compare_exchange_strong(&c->dead, &expected, err))
+		ofi_ep_peer_set_silent(c->ep, c->peer_rail0, true);
 }
 
 static void ping_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
