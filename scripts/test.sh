@@ -26,19 +26,21 @@
 #
 # How it runs: libfabric 2.x is built once into a cache (scripts/libfabric-2x.sh;
 # a variant whose parts cannot be had here is reported as skipped, with the
-# reason), in the background while the variants build. The variants are built
-# one after another (ccache, where installed, shares the objects of those
-# built alike for the length of the run); as each is built its tests start,
-# NCCL_FABRIC_TEST_LANES variants at once (default 1), each with ctest -j
-# NCCL_FABRIC_TEST_JOBS (default 2). The tests share nothing (ports, shm
-# names, namespaces, files), so any of them may run at once; but a check case
-# alone keeps more than one core busy (its ranks' start-up), and on two cores
-# four tests at once ran slower in all than one after another. Each variant's
-# ctest output is printed as one block when its tests end. The checker's time
-# bounds (a dead peer seen within 15 s, connect() returning within 5 s, ...)
-# scale by NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER, 3 here unless set: tests
-# running side by side stretch them. The last line counts every test of every
-# variant; the exit status is non-zero when any failed.
+# reason), in the background while the first variants build and test. The
+# variants are built one after another (ccache, where installed, shares the
+# objects of those built alike for the length of the run); as each is built
+# its tests start, NCCL_FABRIC_TEST_LANES variants at once (default 1). Within
+# a variant ctest runs NCCL_FABRIC_TEST_JOBS tests at once (default: cores +
+# 2) with a resource spec of NCCL_FABRIC_TEST_CPUS "cpu" slots (default: the
+# cores): every busy test takes one, the fault runs, which mostly wait for a
+# peer to be declared dead, take none (tests/CMakeLists.txt). The tests share
+# nothing (ports, shm names, namespaces, files), so any of them may run at
+# once. Each variant's ctest output is printed as one block when its tests
+# end. The checker's time bounds (a dead peer seen within 15 s, connect()
+# returning within 5 s, ...) scale by NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER, 3
+# here unless set: the libfabric builds and tests side by side stretch them.
+# The last line counts every test of every variant; the exit status is
+# non-zero when any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
