@@ -12,6 +12,16 @@
  * tag in use. The stream must arrive intact, the garbage must be counted as
  * dropped, and the listen comm must still take a new connection afterwards.
  *
+ * Data forgeries match no receive (random connection ids, directed
+ * receives); where the provider can (traits.drain) the victim's endpoint
+ * throws them away, and without that tcp;ofi_rxm of 1.17 stalls the endpoint
+ * after about 2000 of them. So the victim streams for HOSTILE_SECONDS (6 by
+ * default) while the forgeries go on, measures the stream's longest stall
+ * (the longest time with messages outstanding and none completing) and
+ * fails if it exceeds 1 s (times NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER). It
+ * prints how many forged data messages its endpoint drained; on a provider
+ * that drains, none drained fails the test.
+ *
  * Both processes run the plugin's own code (fabric_static); the hostile one
  * posts its forgeries on its own endpoint with raw tagged sends. Runs over the
  * provider NCCL_FABRIC_PROVIDER names, on loopback; exit 77 when absent.
@@ -36,16 +46,17 @@
 #define GUESS_IDS 48       /* ids the hostile process tries (the victim's are small) */
 #define HOSTILE_OPS 256    /* forged sends in flight at most */
 #define BOUND_S 120.0
+#define STALL_MAX_S 1.0
+
+static double mult = 1.0;     /* NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER */
+static double longest_stall;  /* the stream's, in seconds */
 
 /* Which forgeries to send (bit per kind; all by default), and for how many
- * rounds data forgeries go on (-1: throughout). Data forgeries match no
- * receive (random connection ids, directed receives) and nothing can drain
- * them: the provider keeps them as unexpected messages, and tcp;ofi_rxm of
- * 1.17 stalls the endpoint after about 2000 of them (the connection then
- * fails by liveness), so CTest bounds them. Over shm it sends no oversized
- * control messages either: libfabric 2.1's shm crashes when an oversized
- * unexpected message meets a receive (smr_unexp_start), and any local
- * process of the user can write a shm peer's memory anyway. */
+ * rounds data forgeries go on (-1: throughout). Over shm CTest bounds the
+ * data forgeries and sends no oversized control messages: libfabric 1.17's
+ * shm cannot drain them, 2.1's shm crashes when an oversized unexpected
+ * message meets a receive (smr_unexp_start), and any local process of the
+ * user can write a shm peer's memory anyway. */
 static unsigned kinds = ~0u;
 static int data_rounds = -1, round_no;
 #define K_CONNECT 1u
@@ -120,9 +131,12 @@ static int victim_stream(void *sc, void *rc)
 	void *sreq[WINDOW] = {0}, *rreq[WINDOW] = {0};
 	int smsg[WINDOW], rmsg[WINDOW];
 	int sent = 0, recvd = 0, sposted = 0, rposted = 0;
-	double end = now_s() + BOUND_S;
+	double end = now_s() + BOUND_S, last = now_s();
 	while (recvd < STREAM_MSGS || sent < STREAM_MSGS) {
-		if (now_s() > end)
+		double t = now_s();
+		if (t - last > longest_stall)
+			longest_stall = t - last;
+		if (t > end)
 			return fail("victim", "the stream did not finish in time");
 		for (int w = 0; w < WINDOW; w++) {
 			if (!rreq[w] && rposted < STREAM_MSGS && rposted - recvd < WINDOW) {
@@ -155,6 +169,7 @@ static int victim_stream(void *sc, void *rc)
 						return fail("victim", "a send reported the wrong size");
 					sreq[w] = NULL;
 					sent++;
+					last = now_s();
 				}
 			}
 			done = 0;
@@ -177,6 +192,7 @@ static int victim_stream(void *sc, void *rc)
 						}
 					rreq[w] = NULL;
 					recvd++;
+					last = now_s();
 				}
 			}
 		}
@@ -207,9 +223,15 @@ static int victim(int to_hostile, int from_hostile)
 		return fail("victim", "pipe to the hostile process");
 	struct core_plugin *p = core_plugin_get();
 	struct ofi_ep *ep = p->devs[0].dom->eps[0];
-	int rc_ = victim_stream(sc, rc);
-	if (rc_)
-		return rc_;
+	double secs = getenv("HOSTILE_SECONDS") ? atof(getenv("HOSTILE_SECONDS")) : 6.0;
+	double until = now_s() + secs;
+	int streams = 0, rc_;
+	do { /* while the forgeries go on */
+		rc_ = victim_stream(sc, rc);
+		if (rc_)
+			return rc_;
+		streams++;
+	} while (now_s() < until);
 	/* a new connection through the same listen comm, while the storm goes on */
 	void *sc2 = NULL, *rc2 = NULL;
 	if (connect_self(lcomm, handle, &sc2, &rc2))
@@ -217,12 +239,24 @@ static int victim(int to_hostile, int from_hostile)
 	rc_ = victim_stream(sc2, rc2);
 	if (rc_)
 		return rc_;
-	unsigned dropped = atomic_load(&ep->dropped);
-	printf("victim: %d + %d messages intact; %u forged messages and addresses dropped\n",
-	       STREAM_MSGS, STREAM_MSGS, dropped);
+	unsigned dropped = atomic_load(&ep->dropped), drained = atomic_load(&ep->drained);
+	bool drains = p->devs[0].dom->traits.drain;
+	printf("victim: %d x %d + %d messages intact over %.1f s; %u forged messages and addresses "
+	       "dropped; %u forged data messages drained (%s); longest stall of the stream %.3f s\n",
+	       streams, STREAM_MSGS, STREAM_MSGS, secs, dropped, drained,
+	       drains ? "the provider drains" : "the provider cannot drain", longest_stall);
 	fflush(stdout);
 	if (dropped == 0)
 		return fail("victim", "nothing was counted as dropped");
+	if (longest_stall > STALL_MAX_S * mult) {
+		fprintf(stderr, "the stream stalled for %.3f s (bound %.1f s)\n", longest_stall,
+			STALL_MAX_S * mult);
+		return fail("victim", "the legitimate stream stalled");
+	}
+	if (drains && !(kinds & K_DATA))
+		drains = false;
+	if (drains && getenv("HOSTILE_DATA_ROUNDS") == NULL && drained == 0)
+		return fail("victim", "forged data messages were sent throughout, none was drained");
 	close(to_hostile); /* the hostile process stops */
 	net_close_send(sc);
 	net_close_recv(rc);
@@ -242,7 +276,7 @@ struct forged {
 };
 
 static struct forged ops[HOSTILE_OPS];
-static long posted_total;
+static long posted_total, posted_data;
 
 static void forged_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
@@ -297,8 +331,10 @@ static void forge(struct ofi_ep *ep, fi_addr_t to, uint64_t tag, const void *msg
 	if (ctrl ? ofi_ep_send(ep, f->buf, len, NULL, to, &f->op.ctx) :
 		   ofi_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
 		f->busy = false;
-	else
+	else {
 		posted_total++;
+		posted_data += k == K_DATA;
+	}
 	(void)ofi_ep_progress(ep);
 }
 
@@ -394,8 +430,6 @@ static int hostile(int from_victim, int to_victim)
 		return fail("hostile", "the victim's address");
 	rng_state ^= (uint64_t)getpid() << 20;
 	glay = &dev->layout;
-	if (getenv("HOSTILE_KINDS"))
-		kinds = (unsigned)strtoul(getenv("HOSTILE_KINDS"), NULL, 0);
 	if (getenv("HOSTILE_DATA_ROUNDS"))
 		data_rounds = atoi(getenv("HOSTILE_DATA_ROUNDS"));
 	hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
@@ -414,7 +448,8 @@ static int hostile(int from_victim, int to_victim)
 		hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
 		rounds++;
 	}
-	printf("hostile: %d rounds, %ld forged messages posted\n", rounds, posted_total);
+	printf("hostile: %d rounds, %ld forged messages posted, %ld of them data\n", rounds,
+	       posted_total, posted_data);
 	fflush(stdout);
 	/* leave without closing: what a crashed or malicious process does */
 	_exit(0);
@@ -443,6 +478,12 @@ static void remove_shm_segments(pid_t pid)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER"))
+		mult = atof(getenv("NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER"));
+	if (mult < 1.0)
+		mult = 1.0;
+	if (getenv("HOSTILE_KINDS"))
+		kinds = (unsigned)strtoul(getenv("HOSTILE_KINDS"), NULL, 0);
 	int v2h[2], h2v[2];
 	if (pipe(v2h) || pipe(h2v))
 		return 1;
