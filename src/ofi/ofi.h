@@ -493,6 +493,10 @@ int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
  * yields to the caller (it goes on at the next call). */
 #define OFI_DRAIN_SLICE_NS (2ULL * 1000000ULL)
 int ofi_ep_drain_start(struct ofi_ep *ep, uint64_t key_mask, ofi_drain_keep_fn keep, void *arg);
+/* (Such a message is taken by an ordinary receive of its tag into a scratch
+ * buffer, as the provider takes any message: tcp;ofi_rxm keeps a discarded
+ * segmented message's sender waiting and the connection's credits forever.
+ * One above OFI_DRAIN_BUF_MAX is thrown away with FI_PEEK|FI_DISCARD.) */
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the

@@ -42,6 +42,7 @@ struct ofi_rx_pool {
 static void threads_forget(struct ofi_ep *ep);
 static void thread_stop(struct ofi_ep *ep);
 static void drain_kick(struct ofi_ep *ep);
+static void drain_free(struct ofi_drain *d);
 
 int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 {
@@ -183,7 +184,7 @@ void ofi_ep_close(struct ofi_ep *ep)
 		}
 		free(ep->pools[k]);
 	}
-	free(ep->drain);
+	drain_free(ep->drain);
 	if (ep->av)
 		fi_close(&ep->av->fid);
 	if (ep->cq)
@@ -735,6 +736,14 @@ struct ofi_drain_node {
 };
 
 #define OFI_DRAIN_STACK 512
+/* A message is taken whole into the scratch buffer, which grows to its
+ * size up to this; a larger one is discarded (FI_DISCARD). */
+#define OFI_DRAIN_BUF_MAX (4u << 20)
+/* A receive for a message that another receive took meanwhile (a closing
+ * connection's drain) would wait forever: cancelled after this. */
+#define OFI_DRAIN_RECV_NS 1000000000ULL
+
+enum ofi_drain_step { DRAIN_PEEK, DRAIN_RECV, DRAIN_DISCARD };
 
 struct ofi_drain {
 	struct ofi_op op;
@@ -743,14 +752,20 @@ struct ofi_drain {
 	uint64_t bit[64];        /* the key's bits, highest first */
 	ofi_drain_keep_fn keep;
 	void *arg;
-	bool busy;               /* a peek or discard is posted */
-	bool discarding;         /* ... and it is a discard of `key` */
-	uint64_t key;            /* the owner being thrown away */
+	bool busy;               /* a peek, receive or discard is posted */
+	enum ofi_drain_step step;
+	uint64_t tag;            /* the message being taken */
+	size_t len;
+	uint64_t posted_ns;      /* when the receive was posted */
+	bool cancelled;          /* ... and cancelled, having waited too long */
 	struct ofi_drain_node cur; /* the node being looked at */
 	bool have_cur;
 	uint64_t next_ns;        /* when the next sweep starts (or resumes; util_now_ns) */
 	uint64_t coarse_next_ns; /* ... on the coarse clock, what every progress call reads */
 	uint64_t slice_end_ns;
+	void *buf;               /* scratch for the messages taken */
+	size_t buf_len;
+	struct ofi_mr *buf_mr;   /* FI_MR_LOCAL */
 	int depth;
 	struct ofi_drain_node stack[OFI_DRAIN_STACK];
 };
@@ -771,7 +786,7 @@ static void drain_wait(struct ofi_drain *d, uint64_t ns)
 	d->coarse_next_ns = ns ? util_coarse_ns() + ns : 0;
 }
 
-static ssize_t drain_post(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, uint64_t flags)
+static ssize_t drain_peek(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, uint64_t flags)
 {
 	struct ofi_drain *d = ep->drain;
 	struct fi_msg_tagged msg = {
@@ -785,47 +800,84 @@ static ssize_t drain_post(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, uint
 	return rc;
 }
 
-/* Posts the sweep's next peek or discard; CQ lock held. Leaves d->busy
- * false when the sweep is done or paused. */
+/* Room for len bytes in the scratch buffer; false when there cannot be. */
+static bool drain_buf_fit(struct ofi_ep *ep, size_t len)
+{
+	struct ofi_drain *d = ep->drain;
+	if (len <= d->buf_len && d->buf)
+		return true;
+	if (len > OFI_DRAIN_BUF_MAX)
+		return false;
+	size_t want = d->buf_len ? d->buf_len : 65536;
+	while (want < len)
+		want *= 2;
+	ofi_mr_put(d->buf_mr);
+	d->buf_mr = NULL;
+	free(d->buf);
+	d->buf_len = 0;
+	d->buf = malloc(want);
+	if (!d->buf)
+		return false;
+	if ((ep->dom->mr_mode & FI_MR_LOCAL) &&
+	    ofi_mr_get(ep->dom, d->buf, want, FI_HMEM_SYSTEM, 0, &d->buf_mr)) {
+		free(d->buf);
+		d->buf = NULL;
+		return false;
+	}
+	d->buf_len = want;
+	return true;
+}
+
+/* Posts the sweep's next operation; CQ lock held. Leaves d->busy false when
+ * the sweep is done or paused. */
 static void drain_next(struct ofi_ep *ep)
 {
 	struct ofi_drain *d = ep->drain;
 	uint64_t now = util_now_ns();
-	for (;;) {
-		if (now >= d->slice_end_ns) {
-			drain_wait(d, 0); /* resumes at the next progress call */
-			return;
-		}
-		ssize_t rc;
-		if (d->discarding) {
-			rc = drain_post(ep, d->key, ~d->key_mask, FI_DISCARD);
-		} else {
-			if (!d->have_cur) {
-				if (!d->depth) {
-					drain_wait(d, OFI_DRAIN_NS); /* the walk is done */
-					d->cur = (struct ofi_drain_node){ 0, 0 };
-					d->have_cur = true;
-					return;
-				}
-				d->cur = d->stack[--d->depth];
-				d->have_cur = true;
-			}
-			rc = drain_post(ep, d->cur.prefix, ~drain_node_mask(d, d->cur.len), 0);
-		}
-		if (rc == 0) {
-			d->busy = true;
-			return;
-		}
-		if (rc == -FI_EAGAIN) {
-			drain_wait(d, 0); /* the queue is full: at the next call */
-			return;
-		}
-		LOG_WARN_LIMITED(NCCL_NET, "device %s: looking for unexpected messages to drain "
-				 "failed: %s; stopped draining this endpoint", ep->dom->name,
-				 ofi_strerror((int)rc));
-		d->next_ns = d->coarse_next_ns = UINT64_MAX;
+	if (now >= d->slice_end_ns) {
+		drain_wait(d, 0); /* resumes at the next progress call */
 		return;
 	}
+	ssize_t rc;
+	switch (d->step) {
+	case DRAIN_RECV:
+		/* An ordinary receive of that very tag: the provider takes it the
+		 * way it takes any message (segments, rendezvous, flow control),
+		 * which a discard does not everywhere. */
+		memset(&d->op.ctx, 0, sizeof(d->op.ctx));
+		d->posted_ns = now;
+		d->cancelled = false;
+		rc = ofi_ep_trecv(ep, d->buf, d->buf_len, d->buf_mr ? d->buf_mr->desc : NULL,
+				  FI_ADDR_UNSPEC, d->tag, 0, &d->op.ctx);
+		break;
+	case DRAIN_DISCARD:
+		rc = drain_peek(ep, d->tag, 0, FI_DISCARD);
+		break;
+	default:
+		if (!d->have_cur) {
+			if (!d->depth) {
+				drain_wait(d, OFI_DRAIN_NS); /* the walk is done */
+				d->cur = (struct ofi_drain_node){ 0, 0 };
+				d->have_cur = true;
+				return;
+			}
+			d->cur = d->stack[--d->depth];
+			d->have_cur = true;
+		}
+		rc = drain_peek(ep, d->cur.prefix, ~drain_node_mask(d, d->cur.len), 0);
+		break;
+	}
+	if (rc == 0) {
+		d->busy = true;
+		return;
+	}
+	if (rc == -FI_EAGAIN) {
+		drain_wait(d, 0); /* the queue is full: at the next call */
+		return;
+	}
+	LOG_WARN_LIMITED(NCCL_NET, "device %s: draining unexpected messages failed: %s; this "
+			 "endpoint stops draining", ep->dom->name, ofi_strerror((int)rc));
+	d->next_ns = d->coarse_next_ns = UINT64_MAX;
 }
 
 static void drain_push(struct ofi_drain *d, uint64_t prefix, int len)
@@ -841,25 +893,31 @@ static void drain_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	struct ofi_ep *ep = op->owner;
 	struct ofi_drain *d = ep->drain;
 	d->busy = false;
-	if (err && err->err != FI_ENOMSG && err->err != FI_ECANCELED)
-		LOG_WARN_LIMITED(NCCL_NET, "device %s: a peek for unexpected messages failed: %s",
-				 ep->dom->name, ofi_strerror(err->err));
-	if (d->discarding) {
-		if (e) {
+	if (d->step != DRAIN_PEEK) {
+		/* taken (a larger message than the peek said is cut: as good),
+		 * or gone meanwhile; either way the node is looked at again */
+		bool took = e || (err && err->err == FI_ETRUNC);
+		if (err && !took && err->err != FI_ENOMSG && err->err != FI_ECANCELED)
+			LOG_WARN_LIMITED(NCCL_NET, "device %s: draining a message failed: %s",
+					 ep->dom->name, ofi_strerror(err->err));
+		if (took) {
 			unsigned n = atomic_fetch_add(&ep->drained, 1) + 1;
-			LOG_WARN_LIMITED(NCCL_NET, "device %s: threw away a data message "
-					 "that no connection will take (tag 0x%llx: its connection "
+			LOG_WARN_LIMITED(NCCL_NET, "device %s: drained a data message that no "
+					 "connection will take (tag 0x%llx, %zu bytes: its connection "
 					 "is closed or never existed; %u so far). A peer sent after "
 					 "its connection closed, or a process forges messages",
-					 ep->dom->name, (unsigned long long)e->tag, n);
-		} else {
-			d->discarding = false; /* none of that key left: look at the node again */
+					 ep->dom->name, (unsigned long long)d->tag, d->len, n);
 		}
+		d->step = DRAIN_PEEK;
 	} else if (!e) {
+		if (err->err != FI_ENOMSG && err->err != FI_ECANCELED)
+			LOG_WARN_LIMITED(NCCL_NET, "device %s: a peek for unexpected messages failed: %s",
+					 ep->dom->name, ofi_strerror(err->err));
 		d->have_cur = false; /* nothing unexpected under this node */
 	} else if (!d->keep(ep, d->arg, e->tag)) {
-		d->discarding = true;
-		d->key = e->tag & d->key_mask;
+		d->tag = e->tag;
+		d->len = e->len;
+		d->step = drain_buf_fit(ep, e->len) ? DRAIN_RECV : DRAIN_DISCARD;
 	} else {
 		/* Someone takes it: step over its key. Its key's path below the
 		 * node is split off, the siblings along it looked at instead. */
@@ -896,12 +954,27 @@ int ofi_ep_drain_start(struct ofi_ep *ep, uint64_t key_mask, ofi_drain_keep_fn k
 	return 0;
 }
 
+static void drain_free(struct ofi_drain *d)
+{
+	if (!d)
+		return;
+	ofi_mr_put(d->buf_mr);
+	free(d->buf);
+	free(d);
+}
+
 /* Starts or resumes the sweep when it is due; CQ lock held. */
 static void drain_kick(struct ofi_ep *ep)
 {
 	struct ofi_drain *d = ep->drain;
-	if (!d || d->busy)
+	if (d->busy) {
+		if (d->step == DRAIN_RECV && !d->cancelled &&
+		    util_now_ns() - d->posted_ns > OFI_DRAIN_RECV_NS) {
+			d->cancelled = true;
+			ofi_ep_cancel(ep, &d->op.ctx);
+		}
 		return;
+	}
 	if (util_coarse_ns() < d->coarse_next_ns)
 		return;
 	uint64_t now = util_now_ns();

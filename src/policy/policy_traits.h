@@ -44,11 +44,10 @@ struct policy_traits {
 	 * are checked before insertion and a silent peer's process before a
 	 * post (ofi/ofi_shm.c). */
 	bool shm_region;
-	/* Tagged receives take FI_PEEK and FI_PEEK|FI_DISCARD (fi_trecvmsg), so
-	 * data messages no connection will take can be found and thrown away
-	 * (ofi_ep_drain_start). Where it is false the provider treats such a
-	 * receive as an ordinary one (it would swallow a message), or is not
-	 * known to handle it. */
+	/* Tagged receives take FI_PEEK (fi_trecvmsg), so data messages no
+	 * connection will take can be found and drained (ofi_ep_drain_start).
+	 * Where it is false the provider treats such a receive as an ordinary
+	 * one (it would swallow a message), or was not seen to drain safely. */
 	bool drain;
 };
 
