@@ -479,15 +479,16 @@ int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
 /* Drain: a data message that matches no posted receive stays in the provider
  * as an unexpected message until a receive takes it. One that no receive
  * ever will (a forged one, or one for a connection that closed before it
- * arrived) holds the provider's buffers for good: tcp;ofi_rxm stops
- * receiving once its shared pool is gone, native tcp stops reading the
+ * arrived) holds the provider's buffers for good: tcp;ofi_rxm keeps the
+ * connection's receive buffers and credits, native tcp stops reading the
  * socket it came on (behind it, every later message of that peer). Every
- * OFI_DRAIN_NS the endpoint's progress sweeps its unexpected tagged
- * messages with FI_PEEK and throws away (FI_PEEK|FI_DISCARD) each one keep
- * says nobody takes, a key (tag & key_mask: the bits that name the owner) at
- * a time; messages of owners that keep them are stepped over by splitting
- * the key space around them. Only where traits.drain says the provider
- * implements peek and discard. */
+ * OFI_DRAIN_NS the endpoint's progress walks its unexpected tagged messages
+ * with FI_PEEK and drains each one keep says nobody takes; messages of
+ * owners that keep them (key: tag & key_mask, the bits that name the owner)
+ * are stepped over by splitting the key space around them. A walk that found such messages is followed
+ * by another at the next progress call (a flood is drained as fast as the
+ * slices allow), one that found none by a pause of OFI_DRAIN_NS. Only where
+ * traits.drain says the provider implements the peek. */
 #define OFI_DRAIN_NS (100ULL * 1000000ULL)
 /* ... and a sweep spends at most this long per progress call before it
  * yields to the caller (it goes on at the next call). */

@@ -758,6 +758,7 @@ struct ofi_drain {
 	size_t len;
 	uint64_t posted_ns;      /* when the receive was posted */
 	bool cancelled;          /* ... and cancelled, having waited too long */
+	bool found;              /* this walk found a message to drain */
 	struct ofi_drain_node cur; /* the node being looked at */
 	bool have_cur;
 	uint64_t next_ns;        /* when the next sweep starts (or resumes; util_now_ns) */
@@ -856,7 +857,10 @@ static void drain_next(struct ofi_ep *ep)
 	default:
 		if (!d->have_cur) {
 			if (!d->depth) {
-				drain_wait(d, OFI_DRAIN_NS); /* the walk is done */
+				/* the walk is done; one that found messages to drain
+				 * is followed by another at once: more may be coming */
+				drain_wait(d, d->found ? 0 : OFI_DRAIN_NS);
+				d->found = false;
 				d->cur = (struct ofi_drain_node){ 0, 0 };
 				d->have_cur = true;
 				return;
@@ -917,6 +921,7 @@ static void drain_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	} else if (!d->keep(ep, d->arg, e->tag)) {
 		d->tag = e->tag;
 		d->len = e->len;
+		d->found = true;
 		d->step = drain_buf_fit(ep, e->len) ? DRAIN_RECV : DRAIN_DISCARD;
 	} else {
 		/* Someone takes it: step over its key. Its key's path below the
