@@ -24,7 +24,8 @@
  * victim streams for HOSTILE_SECONDS (6 by default) while the forgeries go
  * on, measures its own stream's longest stall (the longest time with
  * messages outstanding and none completing) and the peer stream's (the
- * longest a message took from the hostile process's isend to its arrival),
+ * longest a message took from the hostile process's isend to its arrival, or
+ * the time since the last one arrived, when the stream stopped),
  * and fails if one exceeds 1 s (times NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER). It prints how many forged data
  * messages its endpoint drained; on a provider that drains, none drained
  * fails the test.
@@ -352,11 +353,15 @@ static int victim(int to_hostile, int from_hostile)
 	rc_ = victim_stream(sc2, rc2);
 	if (rc_)
 		return rc_;
+	/* a peer stream that stopped: nothing arrived for a while though the
+	 * hostile process goes on sending (its messages' own times never come) */
+	if (peer && now_s() - prx.last > prx.longest)
+		prx.longest = now_s() - prx.last;
 	unsigned dropped = atomic_load(&ep->dropped), drained = atomic_load(&ep->drained);
 	bool drains = p->devs[0].dom->traits.drain;
 	printf("victim: %d x %d + %d messages intact over %.1f s, %ld of the peer stream; %u "
 	       "forged messages and addresses dropped; %u forged data messages drained (%s); "
-	       "longest stall: own stream %.3f s, peer stream (isend to arrival) %.3f s\n",
+	       "longest stall: own stream %.3f s, peer stream %.3f s (isend to arrival, or since the last arrival)\n",
 	       streams, STREAM_MSGS, STREAM_MSGS, secs, prx.done, dropped, drained,
 	       drains ? "the provider drains" : "the provider cannot drain", longest_stall,
 	       prx.longest);
