@@ -262,6 +262,11 @@ typedef void (*ofi_rx_handler_fn)(struct ofi_ep *ep, void *arg, const void *msg,
 typedef void (*ofi_rw_handler_fn)(struct ofi_ep *ep, void *arg, uint64_t data, size_t len);
 
 struct ofi_rx_pool;
+struct ofi_drain;
+
+/* Whether a tagged message that matched no receive belongs to someone who
+ * will receive it (true), or is to be thrown away (ofi_ep_drain_start). */
+typedef bool (*ofi_drain_keep_fn)(struct ofi_ep *ep, void *arg, uint64_t tag);
 
 /* shm: what a peer's region must share with ours (ofi_shm.c). */
 struct ofi_shm_self {
@@ -319,6 +324,8 @@ struct ofi_ep {
 	ofi_rw_handler_fn rw_fn;    /* remote writes with CQ data, or NULL */
 	void *rw_arg;
 	struct fid_domain *own_domain; /* a split rail's own domain (ofi_domain.split), or NULL */
+	struct ofi_drain *drain;    /* the sweep of unexpected messages, or NULL */
+	atomic_uint drained;        /* unexpected messages it threw away */
 };
 
 /* A registration's descriptor as this endpoint may use it: registrations
@@ -468,6 +475,29 @@ int ofi_ep_rx_pool_start(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, int c
  * OFI_RX_POOL_MAX: the objects it serves grew. */
 #define OFI_RX_POOL_MAX 16384
 int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
+
+/* Drain: a data message that matches no posted receive stays in the provider
+ * as an unexpected message until a receive takes it. One that no receive
+ * ever will (a forged one, or one for a connection that closed before it
+ * arrived) holds the provider's buffers for good: tcp;ofi_rxm keeps the
+ * connection's receive buffers and credits, native tcp stops reading the
+ * socket it came on (behind it, every later message of that peer). Every
+ * OFI_DRAIN_NS the endpoint's progress walks its unexpected tagged messages
+ * with FI_PEEK and drains each one keep says nobody takes; messages of
+ * owners that keep them (key: tag & key_mask, the bits that name the owner)
+ * are stepped over by splitting the key space around them. A walk that found such messages is followed
+ * by another at the next progress call (a flood is drained as fast as the
+ * slices allow), one that found none by a pause of OFI_DRAIN_NS. Only where
+ * traits.drain says the provider implements the peek. */
+#define OFI_DRAIN_NS (100ULL * 1000000ULL)
+/* ... and a sweep spends at most this long per progress call before it
+ * yields to the caller (it goes on at the next call). */
+#define OFI_DRAIN_SLICE_NS (2ULL * 1000000ULL)
+int ofi_ep_drain_start(struct ofi_ep *ep, uint64_t key_mask, ofi_drain_keep_fn keep, void *arg);
+/* (Such a message is taken by an ordinary receive of its tag into a scratch
+ * buffer, as the provider takes any message: tcp;ofi_rxm keeps a discarded
+ * segmented message's sender waiting and the connection's credits forever.
+ * One above OFI_DRAIN_BUF_MAX is thrown away with FI_PEEK|FI_DISCARD.) */
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the

@@ -44,6 +44,11 @@ struct policy_traits {
 	 * are checked before insertion and a silent peer's process before a
 	 * post (ofi/ofi_shm.c). */
 	bool shm_region;
+	/* Tagged receives take FI_PEEK (fi_trecvmsg), so data messages no
+	 * connection will take can be found and drained (ofi_ep_drain_start).
+	 * Where it is false the provider treats such a receive as an ordinary
+	 * one (it would swallow a message), or was not seen to drain safely. */
+	bool drain;
 };
 
 /* The eager limit a stream provider takes by default: what NCCL's LL

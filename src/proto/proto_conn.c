@@ -402,10 +402,46 @@ static void cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t le
 	pthread_mutex_unlock(&dom->id_lock);
 }
 
+/* Whether a data message that matched no receive will be taken: it names a
+ * receive comm of ours that is open (a connection that has not posted that
+ * receive yet). Anything else (a control bit in a tag, a connection that
+ * closed or never existed) is thrown away by the endpoint's drain. A forged
+ * message that names a live connection but comes from another process stays
+ * until that connection closes: data receives name their peer, so it is
+ * never delivered, and connection ids are random (22 bits), so hitting a live
+ * one takes millions of guesses. */
+static bool data_owned(struct ofi_ep *ep, void *arg, uint64_t tag)
+{
+	const struct proto_device *dev = arg;
+	const struct proto_tag_layout *lay = &dev->layout;
+	if (proto_tag_is_ctrl(lay, tag))
+		return false;
+	uint32_t conn = (uint32_t)(tag >> lay->conn_shift) & proto_tag_conn_mask(lay);
+	struct ofi_domain *dom = ep->dom;
+	pthread_mutex_lock(&dom->id_lock);
+	const struct proto_comm *c = ofi_domain_lookup_locked(dom, conn);
+	bool live = c && c->magic == PROTO_COMM_MAGIC && c->kind == PROTO_RECV;
+	pthread_mutex_unlock(&dom->id_lock);
+	/* (a connection made after this answer cannot have a message here yet:
+	 * its peer learns the id from the ACCEPT, which is posted after the id
+	 * is registered) */
+	return live;
+}
+
 int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep)
 {
 	ep->rw_fn = proto_rma_landed;
 	ep->rw_arg = dev;
+	/* Data messages nobody will take are thrown away, where the provider can
+	 * (traits.drain); the key is what names the owner: the control bit and
+	 * the connection id. */
+	if (ep->dom->traits.drain) {
+		const struct proto_tag_layout *lay = &dev->layout;
+		uint64_t key = lay->ctrl_bit | (uint64_t)proto_tag_conn_mask(lay) << lay->conn_shift;
+		int drc = ofi_ep_drain_start(ep, key, data_owned, dev);
+		if (drc)
+			return drc;
+	}
 	/* CTS (kind 2) and PING (kind 3) differ in the kind's low bit: one pool
 	 * takes both, so pings never pile up unmatched in the provider */
 	uint64_t ignore = 0xffffffffULL | 1ULL << dev->layout.kind_shift;

@@ -12,6 +12,24 @@
  * tag in use. The stream must arrive intact, the garbage must be counted as
  * dropped, and the listen comm must still take a new connection afterwards.
  *
+ * Unless it sends oversized control messages (which tcp;ofi_rxm answers by
+ * breaking the connection they came on: the sender's own), the hostile
+ * process also holds a legitimate connection to the victim and streams
+ * checked messages on it (the peer stream): its forgeries share the
+ * provider's connection between the two endpoints with that stream, as a
+ * faulty rank's would. Data forgeries match no receive (random connection
+ * ids, directed receives); unless the victim's endpoint drains them
+ * (traits.drain), they hold that connection for good: native tcp stops
+ * reading the socket after 64, tcp;ofi_rxm runs out of its credits. So the
+ * victim streams for HOSTILE_SECONDS (6 by default) while the forgeries go
+ * on, measures its own stream's longest stall (the longest time with
+ * messages outstanding and none completing) and the peer stream's (the
+ * longest a message took from the hostile process's isend to its arrival, or
+ * the time since the last one arrived, when the stream stopped),
+ * and fails if one exceeds 1 s (times NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER). It prints how many forged data
+ * messages its endpoint drained; on a provider that drains, none drained
+ * fails the test.
+ *
  * Both processes run the plugin's own code (fabric_static); the hostile one
  * posts its forgeries on its own endpoint with raw tagged sends. Runs over the
  * provider NCCL_FABRIC_PROVIDER names, on loopback; exit 77 when absent.
@@ -36,16 +54,97 @@
 #define GUESS_IDS 48       /* ids the hostile process tries (the victim's are small) */
 #define HOSTILE_OPS 256    /* forged sends in flight at most */
 #define BOUND_S 120.0
+#define STALL_MAX_S 1.0
+
+static double now_s(void);
+static int fail(const char *who, const char *what);
+
+static double mult = 1.0;     /* NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER */
+static double longest_stall;  /* the stream's, in seconds */
+
+/* The peer stream: the hostile process's legitimate messages to the victim,
+ * on tag PEER_TAG, sizes cycling through peer_size (eager over tcp). */
+#define PEER_TAG 0x2b
+#define PEER_WINDOW 4
+#define PEER_CAP 65536
+static size_t peer_size(long k)
+{
+	static const size_t sizes[] = {100, 4096, 16384, 65536, 0, 30000};
+	return sizes[k % (long)(sizeof(sizes) / sizeof(sizes[0]))];
+}
+
+static unsigned char peer_byte(long k, size_t off)
+{
+	return (unsigned char)(k * 37 + off * 11 + 5);
+}
+
+struct peer_rx {
+	void *rc;
+	unsigned char *buf[PEER_WINDOW];
+	void *mr[PEER_WINDOW], *req[PEER_WINDOW];
+	long msg[PEER_WINDOW];
+	long posted, done;
+	double last;
+	double longest; /* the longest a message took from isend to its arrival */
+};
+static struct peer_rx prx;
+
+/* Keeps receives of the peer stream posted and checks what arrives. */
+static int peer_pump(void)
+{
+	struct peer_rx *p = &prx;
+	if (!p->rc)
+		return 0;
+	for (int w = 0; w < PEER_WINDOW; w++) {
+		if (!p->req[w]) {
+			void *data = p->buf[w];
+			size_t size = PEER_CAP;
+			int tag = PEER_TAG;
+			if (net_irecv(p->rc, 1, &data, &size, &tag, &p->mr[w], &p->req[w]) != 0)
+				return fail("victim", "irecv of the peer stream failed");
+			if (p->req[w])
+				p->msg[w] = p->posted++;
+			continue;
+		}
+		int done = 0, size = -1;
+		if (net_test(p->req[w], &done, &size) != 0)
+			return fail("victim", "a receive of the peer stream failed");
+		if (!done)
+			continue;
+		long k = p->msg[w];
+		size_t n = peer_size(k);
+		if ((size_t)size != n) {
+			fprintf(stderr, "peer message %ld: %d bytes, expected %zu\n", k, size, n);
+			return fail("victim", "a peer-stream receive reported the wrong size");
+		}
+		/* the first 8 bytes: when the hostile process posted it (one
+		 * host: CLOCK_MONOTONIC is the same clock in both processes) */
+		size_t from = 0;
+		if (n >= sizeof(double)) {
+			double posted;
+			memcpy(&posted, p->buf[w], sizeof(posted));
+			double lat = now_s() - posted;
+			if (lat > p->longest)
+				p->longest = lat;
+			from = sizeof(double);
+		}
+		for (size_t i = from; i < n; i++)
+			if (p->buf[w][i] != peer_byte(k, i))
+				return fail("victim", "corrupt data in the peer stream");
+		p->req[w] = NULL;
+		p->done++;
+		p->last = now_s();
+	}
+	return 0;
+}
 
 /* Which forgeries to send (bit per kind; all by default), and for how many
- * rounds data forgeries go on (-1: throughout). Data forgeries match no
- * receive (random connection ids, directed receives) and nothing can drain
- * them: the provider keeps them as unexpected messages, and tcp;ofi_rxm of
- * 1.17 stalls the endpoint after about 2000 of them (the connection then
- * fails by liveness), so CTest bounds them. Over shm it sends no oversized
- * control messages either: libfabric 2.1's shm crashes when an oversized
- * unexpected message meets a receive (smr_unexp_start), and any local
- * process of the user can write a shm peer's memory anyway. */
+ * rounds data forgeries go on (-1: throughout). A round goes out every
+ * HOSTILE_ROUND_MS (20 by default). Over shm CTest bounds the
+ * data forgeries and sends no oversized control messages: libfabric 1.17's
+ * shm cannot drain them, 2.1's shm crashes when an oversized unexpected
+ * message meets a receive (smr_unexp_start), and any local process of the
+ * user can write a shm peer's memory anyway. */
 static unsigned kinds = ~0u;
 static int data_rounds = -1, round_no;
 #define K_CONNECT 1u
@@ -54,6 +153,15 @@ static int data_rounds = -1, round_no;
 #define K_PING 8u
 #define K_DATA 16u
 #define K_OVERSIZE 32u
+
+/* Off with oversized control messages, and with HOSTILE_PEER=0 (shm of 1.17
+ * cannot drain the forgeries, which then hold the hostile process's own
+ * connection: a known limit). */
+static bool peer_stream_on(void)
+{
+	const char *e = getenv("HOSTILE_PEER");
+	return !(kinds & K_OVERSIZE) && !(e && !strcmp(e, "0"));
+}
 
 
 static double now_s(void)
@@ -120,10 +228,15 @@ static int victim_stream(void *sc, void *rc)
 	void *sreq[WINDOW] = {0}, *rreq[WINDOW] = {0};
 	int smsg[WINDOW], rmsg[WINDOW];
 	int sent = 0, recvd = 0, sposted = 0, rposted = 0;
-	double end = now_s() + BOUND_S;
+	double end = now_s() + BOUND_S, last = now_s();
 	while (recvd < STREAM_MSGS || sent < STREAM_MSGS) {
-		if (now_s() > end)
+		double t = now_s();
+		if (t - last > longest_stall)
+			longest_stall = t - last;
+		if (t > end)
 			return fail("victim", "the stream did not finish in time");
+		if (peer_pump())
+			return 1;
 		for (int w = 0; w < WINDOW; w++) {
 			if (!rreq[w] && rposted < STREAM_MSGS && rposted - recvd < WINDOW) {
 				void *data = rbuf[w];
@@ -155,6 +268,7 @@ static int victim_stream(void *sc, void *rc)
 						return fail("victim", "a send reported the wrong size");
 					sreq[w] = NULL;
 					sent++;
+					last = now_s();
 				}
 			}
 			done = 0;
@@ -177,6 +291,7 @@ static int victim_stream(void *sc, void *rc)
 						}
 					rreq[w] = NULL;
 					recvd++;
+					last = now_s();
 				}
 			}
 		}
@@ -200,16 +315,37 @@ static int victim(int to_hostile, int from_hostile)
 		return fail("victim", "listen failed");
 	if (connect_self(lcomm, handle, &sc, &rc))
 		return fail("victim", "the first connection failed");
-	/* the hostile process starts, and says when its first round went out */
+	/* the hostile process starts, connects (the peer stream), and says
+	 * when its first round went out */
 	char go;
-	if (write(to_hostile, handle, sizeof(handle)) != (ssize_t)sizeof(handle) ||
-	    read(from_hostile, &go, 1) != 1)
+	if (write(to_hostile, handle, sizeof(handle)) != (ssize_t)sizeof(handle))
+		return fail("victim", "pipe to the hostile process");
+	bool peer = peer_stream_on();
+	double until_peer = now_s() + 30;
+	while (peer && !prx.rc && now_s() < until_peer)
+		if (net_accept(lcomm, &prx.rc) != 0)
+			return fail("victim", "accepting the hostile process's connection failed");
+	if (peer && !prx.rc)
+		return fail("victim", "the hostile process did not connect");
+	for (int w = 0; peer && w < PEER_WINDOW; w++) {
+		prx.buf[w] = malloc(PEER_CAP);
+		if (!prx.buf[w] || net_reg_mr(prx.rc, prx.buf[w], PEER_CAP, NCCL_PTR_HOST, &prx.mr[w]))
+			return fail("victim", "peer-stream buffers");
+	}
+	prx.last = now_s();
+	if (read(from_hostile, &go, 1) != 1)
 		return fail("victim", "pipe to the hostile process");
 	struct core_plugin *p = core_plugin_get();
 	struct ofi_ep *ep = p->devs[0].dom->eps[0];
-	int rc_ = victim_stream(sc, rc);
-	if (rc_)
-		return rc_;
+	double secs = getenv("HOSTILE_SECONDS") ? atof(getenv("HOSTILE_SECONDS")) : 6.0;
+	double until = now_s() + secs;
+	int streams = 0, rc_;
+	do { /* while the forgeries go on */
+		rc_ = victim_stream(sc, rc);
+		if (rc_)
+			return rc_;
+		streams++;
+	} while (now_s() < until);
 	/* a new connection through the same listen comm, while the storm goes on */
 	void *sc2 = NULL, *rc2 = NULL;
 	if (connect_self(lcomm, handle, &sc2, &rc2))
@@ -217,12 +353,32 @@ static int victim(int to_hostile, int from_hostile)
 	rc_ = victim_stream(sc2, rc2);
 	if (rc_)
 		return rc_;
-	unsigned dropped = atomic_load(&ep->dropped);
-	printf("victim: %d + %d messages intact; %u forged messages and addresses dropped\n",
-	       STREAM_MSGS, STREAM_MSGS, dropped);
+	/* a peer stream that stopped: nothing arrived for a while though the
+	 * hostile process goes on sending (its messages' own times never come) */
+	if (peer && now_s() - prx.last > prx.longest)
+		prx.longest = now_s() - prx.last;
+	unsigned dropped = atomic_load(&ep->dropped), drained = atomic_load(&ep->drained);
+	bool drains = p->devs[0].dom->traits.drain;
+	printf("victim: %d x %d + %d messages intact over %.1f s, %ld of the peer stream; %u "
+	       "forged messages and addresses dropped; %u forged data messages drained (%s); "
+	       "longest stall: own stream %.3f s, peer stream %.3f s (isend to arrival, or since the last arrival)\n",
+	       streams, STREAM_MSGS, STREAM_MSGS, secs, prx.done, dropped, drained,
+	       drains ? "the provider drains" : "the provider cannot drain", longest_stall,
+	       prx.longest);
 	fflush(stdout);
 	if (dropped == 0)
 		return fail("victim", "nothing was counted as dropped");
+	if (longest_stall > STALL_MAX_S * mult || prx.longest > STALL_MAX_S * mult) {
+		fprintf(stderr, "a stream stalled for %.3f s (bound %.1f s)\n",
+			longest_stall > prx.longest ? longest_stall : prx.longest, STALL_MAX_S * mult);
+		return fail("victim", "a legitimate stream stalled");
+	}
+	if (peer && prx.done < 10)
+		return fail("victim", "the peer stream moved fewer than 10 messages");
+	if (drains && !(kinds & K_DATA))
+		drains = false;
+	if (drains && getenv("HOSTILE_DATA_ROUNDS") == NULL && drained == 0)
+		return fail("victim", "forged data messages were sent throughout, none was drained");
 	close(to_hostile); /* the hostile process stops */
 	net_close_send(sc);
 	net_close_recv(rc);
@@ -238,11 +394,11 @@ static int victim(int to_hostile, int from_hostile)
 struct forged {
 	struct ofi_op op;
 	bool busy;
-	unsigned char buf[1024];
+	unsigned char buf[65536];
 };
 
 static struct forged ops[HOSTILE_OPS];
-static long posted_total;
+static long posted_total, posted_data;
 
 static void forged_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			const struct fi_cq_err_entry *err)
@@ -262,6 +418,38 @@ static struct forged *forged_get(struct ofi_ep *ep)
 }
 
 static const struct proto_tag_layout *glay;
+
+/* The hostile process's legitimate stream to the victim (peer_pump's). */
+static void *psc;
+static unsigned char *pbuf[PEER_WINDOW];
+static void *pmr[PEER_WINDOW], *preq[PEER_WINDOW];
+static long psent;
+
+static int peer_send_pump(void)
+{
+	for (int w = 0; w < PEER_WINDOW; w++) {
+		if (preq[w]) {
+			int done = 0, size = -1;
+			if (net_test(preq[w], &done, &size) != 0)
+				return fail("hostile", "a send of the peer stream failed");
+			if (!done)
+				continue;
+			preq[w] = NULL;
+		}
+		size_t n = peer_size(psent);
+		for (size_t i = 0; i < n; i++)
+			pbuf[w][i] = peer_byte(psent, i);
+		if (n >= sizeof(double)) {
+			double t = now_s();
+			memcpy(pbuf[w], &t, sizeof(t));
+		}
+		if (net_isend(psc, pbuf[w], n, PEER_TAG, pmr[w], &preq[w]) != 0)
+			return fail("hostile", "isend of the peer stream failed");
+		if (preq[w])
+			psent++;
+	}
+	return 0;
+}
 
 static unsigned kind_of(uint64_t tag, size_t len)
 {
@@ -297,8 +485,10 @@ static void forge(struct ofi_ep *ep, fi_addr_t to, uint64_t tag, const void *msg
 	if (ctrl ? ofi_ep_send(ep, f->buf, len, NULL, to, &f->op.ctx) :
 		   ofi_ep_tsend(ep, f->buf, len, NULL, to, tag, &f->op.ctx))
 		f->busy = false;
-	else
+	else {
 		posted_total++;
+		posted_data += k == K_DATA;
+	}
 	(void)ofi_ep_progress(ep);
 }
 
@@ -369,10 +559,12 @@ static void hostile_round(struct ofi_ep *ep, fi_addr_t to, const struct proto_ha
 		jl = rnd() % 64;
 		garbage(junk, jl);
 		forge(ep, to, proto_tag_ctrl(lay, PROTO_CTRL_PING, id), junk, jl);
-		/* data for a guessed connection, sequence number and the real tag */
-		jl = rnd() % 512;
-		garbage(junk, jl);
-		forge(ep, to, proto_tag_data(lay, id, (uint32_t)(rnd() % 64), 0x2a), junk, jl);
+		/* data for a guessed connection, sequence number and the real tag;
+		 * every 4th up to 64 KiB (tcp;ofi_rxm sends those in segments) */
+		static unsigned char big[65536];
+		jl = id % 4 ? rnd() % 512 : 16384 + rnd() % 49152;
+		garbage(big, jl < 512 ? jl : 512);
+		forge(ep, to, proto_tag_data(lay, id, (uint32_t)(rnd() % 64), 0x2a), big, jl);
 	}
 }
 
@@ -394,10 +586,23 @@ static int hostile(int from_victim, int to_victim)
 		return fail("hostile", "the victim's address");
 	rng_state ^= (uint64_t)getpid() << 20;
 	glay = &dev->layout;
-	if (getenv("HOSTILE_KINDS"))
-		kinds = (unsigned)strtoul(getenv("HOSTILE_KINDS"), NULL, 0);
 	if (getenv("HOSTILE_DATA_ROUNDS"))
 		data_rounds = atoi(getenv("HOSTILE_DATA_ROUNDS"));
+	/* a round (GUESS_IDS of every kind) every HOSTILE_ROUND_MS */
+	long round_us = getenv("HOSTILE_ROUND_MS") ? atol(getenv("HOSTILE_ROUND_MS")) * 1000 : 20000;
+	/* the legitimate connection, on the endpoint the forgeries leave from */
+	bool peer = peer_stream_on();
+	double until = now_s() + 30;
+	while (peer && !psc && now_s() < until)
+		if (net_connect(0, &h, &psc) != 0)
+			return fail("hostile", "connecting to the victim failed");
+	if (peer && !psc)
+		return fail("hostile", "no connection to the victim");
+	for (int w = 0; peer && w < PEER_WINDOW; w++) {
+		pbuf[w] = malloc(PEER_CAP);
+		if (!pbuf[w] || net_reg_mr(psc, pbuf[w], PEER_CAP, NCCL_PTR_HOST, &pmr[w]))
+			return fail("hostile", "peer-stream buffers");
+	}
 	hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
 	char go = 1;
 	if (write(to_victim, &go, 1) != 1)
@@ -408,13 +613,16 @@ static int hostile(int from_victim, int to_victim)
 		fd_set fds;
 		FD_ZERO(&fds);
 		FD_SET(from_victim, &fds);
-		struct timeval tv = {0, 20000};
+		struct timeval tv = {0, round_us};
 		if (select(from_victim + 1, &fds, NULL, NULL, &tv) > 0)
 			break; /* EOF: the victim is done */
 		hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
 		rounds++;
+		if (peer && peer_send_pump())
+			return 1;
 	}
-	printf("hostile: %d rounds, %ld forged messages posted\n", rounds, posted_total);
+	printf("hostile: %d rounds, %ld forged messages posted, %ld of them data; %ld messages "
+	       "of the peer stream posted\n", rounds, posted_total, posted_data, psent);
 	fflush(stdout);
 	/* leave without closing: what a crashed or malicious process does */
 	_exit(0);
@@ -443,6 +651,12 @@ static void remove_shm_segments(pid_t pid)
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER"))
+		mult = atof(getenv("NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER"));
+	if (mult < 1.0)
+		mult = 1.0;
+	if (getenv("HOSTILE_KINDS"))
+		kinds = (unsigned)strtoul(getenv("HOSTILE_KINDS"), NULL, 0);
 	int v2h[2], h2v[2];
 	if (pipe(v2h) || pipe(h2v))
 		return 1;

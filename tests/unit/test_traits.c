@@ -161,6 +161,22 @@ static int test_shm_region(void)
 	return 0;
 }
 
+/* Unexpected data is drained over rxm (any core) and native tcp; never over
+ * shm (1.17 ignores FI_PEEK) or a provider not known to implement it. */
+static int test_drain(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).drain);
+		CHECK(traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).drain);
+		CHECK(traits_of("tcp", 64, 0, versions[k]).drain);
+		CHECK(!traits_of("shm", 4096, 0, versions[k]).drain);
+		CHECK(!traits_of("sm2", 3864, 0, versions[k]).drain);
+		CHECK(!traits_of("udp;ofi_rxd", 64, 0, versions[k]).drain);
+		CHECK(!traits_of("ofi_rxm", 64, 0, versions[k]).drain);
+	}
+	return 0;
+}
+
 /* An entry without a name or attributes gets no quirk, and no eager default. */
 static int test_no_name(void)
 {
@@ -168,7 +184,7 @@ static int test_no_name(void)
 	memset(&t, 0xff, sizeof(t));
 	policy_traits_for(NULL, V117, &t);
 	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes &&
-	      !t.shm_region);
+	      !t.shm_region && !t.drain);
 	CHECK_EQ(t.eager_default, 0);
 	CHECK(t.split_domains); /* nothing says registrations are needed */
 	struct fi_info *i = fi_allocinfo();
@@ -188,6 +204,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_ranking, "native tcp preferred, tcp;ofi_rxm yields"),
 	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
 	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
+	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 

@@ -5,6 +5,7 @@
  */
 #include "check.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +362,261 @@ static int ck_sender_exits(ck_t *ck)
 	return ck_close_pair(ck, NULL, rc);
 }
 
+/* ------------------------------------------------------------ close, then reconnect */
+
+/* What several threads of one job do when a communicator is torn down and
+ * made again (NCCL's channels each on its own connection): each of CR_THREADS
+ * threads of rank 0 connects to its own listen comm of rank 1, posts sends
+ * (eager and above the eager limit), closes its send comm while some of them
+ * are still in flight, and connects again to the same listen comm; rank 1's
+ * thread receives part of them, checked, and closes its receive comm with a
+ * receive still posted. Buffers are unmapped right after each close: a
+ * provider still using one faults (or fails a later send with "Bad address").
+ * Every round's received messages are checked; at the end each thread moves
+ * every message over one more connection. */
+#define CR_THREADS 4
+#define CR_MSGS 8
+#define CR_TAKEN 4  /* messages the receiver waits for, checked */
+#define CR_POSTED 5 /* ... receives it posts (the last one is in flight at close) */
+
+static const size_t cr_sizes[CR_MSGS] = {4 * KiB, 1 * MiB, 64 * KiB, 100,
+					 1 * MiB, 4 * KiB, 16 * KiB, 64 * KiB};
+
+struct cr_thread {
+	ck_t *ck;
+	int t;
+	void *lc;
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	int rounds;
+	double close_max; /* the slowest close */
+	int ret;
+};
+
+/* Tests req until it completes with want bytes; FH_FAIL otherwise. */
+static int cr_wait(struct cr_thread *w, void *req, size_t want, const char *what, int round,
+		   int i)
+{
+	ck_t *ck = w->ck;
+	double until = fh_now() + 30.0 * ck->r->timeout_mult;
+	unsigned idle = 0;
+	for (;;) {
+		int done = 0, size = -1;
+		ncclResult_t res = fh_net_test(ck->net, req, &done, &size);
+		if (res != ncclSuccess)
+			return fh_fail(ck->r, "thread %d round %d: test() of %s %d returned %s", w->t,
+				       round, what, i, fh_result_str(res));
+		if (done) {
+			if ((size_t)size != want)
+				return fh_fail(ck->r, "thread %d round %d: %s %d reported %d bytes, "
+						  "expected %zu", w->t, round, what, i, size, want);
+			return FH_OK;
+		}
+		if (fh_now() > until)
+			return fh_fail(ck->r, "thread %d round %d: %s %d of %zu bytes did not complete "
+					  "within %.0f s", w->t, round, what, i, want,
+				       30.0 * ck->r->timeout_mult);
+		fh_relax(&idle);
+	}
+}
+
+/* Rank 0's side of one round; all: every message is received (the last round). */
+static int cr_send_round(struct cr_thread *w, int round, int all)
+{
+	ck_t *ck = w->ck;
+	fh_net_t *net = ck->net;
+	void *sc = NULL;
+	int timed_out = 0;
+	fh_stage(ck->r, "thread %d round %d: connect", w->t, round);
+	ncclResult_t res = fh_connect_until(ck->r, net, ck->dev, w->handle, &sc,
+					    30.0 * ck->r->timeout_mult, &timed_out);
+	if (res != ncclSuccess || !sc)
+		return fh_fail(ck->r, "thread %d round %d: connecting again to the same peer %s",
+			       w->t, round, timed_out ? "did not finish" : fh_result_str(res));
+	fh_buf_t b[CR_MSGS];
+	void *req[CR_MSGS] = {0};
+	for (int i = 0; i < CR_MSGS; i++) {
+		size_t len = ck_cap(ck, cr_sizes[i]);
+		if (fh_buf_alloc(&b[i], len, 0))
+			return fh_fail(ck->r, "cannot map a buffer");
+		fh_pattern_fill(b[i].ptr, len, ck_seed(ck, 0, 1, 200 + w->t, round * CR_MSGS + i));
+		if (ck_ok(ck, fh_buf_reg(net, &b[i], sc, 0), "regMr()"))
+			return FH_FAIL;
+	}
+	/* Every message in order; one above the eager limit waits for its
+	 * receive, and once the receiver stops posting, is given up after a
+	 * moment (the later eager ones still go). */
+	int last = all ? CR_MSGS : CR_TAKEN;
+	for (int i = 0; i < CR_MSGS; i++) {
+		double until = fh_now() + (i < last ? 30.0 * ck->r->timeout_mult : 0.02);
+		unsigned idle = 0;
+		while (!req[i]) {
+			if (ck_ok(ck, fh_net_isend(net, sc, b[i].ptr, b[i].size, CK_TAG, b[i].mh, &req[i]),
+				  "isend()"))
+				return FH_FAIL;
+			if (req[i] || fh_now() > until)
+				break;
+			fh_relax(&idle);
+		}
+		if (!req[i] && i < last)
+			return fh_fail(ck->r, "thread %d round %d: isend() of message %d (%zu bytes) "
+					  "got no request", w->t, round, i, b[i].size);
+	}
+	for (int i = 0; i < last; i++)
+		if (cr_wait(w, req[i], b[i].size, "send", round, i))
+			return FH_FAIL;
+	int inflight = 0;
+	for (int i = last; i < CR_MSGS; i++)
+		inflight += req[i] != NULL;
+	fh_stage(ck->r, "thread %d round %d: closeSend with %d send(s) in flight", w->t, round,
+		 inflight);
+	for (int i = 0; i < CR_MSGS; i++)
+		if (ck_ok(ck, fh_buf_dereg(net, &b[i]), "deregMr() with sends in flight"))
+			return FH_FAIL;
+	double t0 = fh_now();
+	if (ck_ok(ck, fh_net_close_send(net, sc), "closeSend() with sends in flight"))
+		return FH_FAIL;
+	double dt = fh_now() - t0;
+	if (dt > w->close_max)
+		w->close_max = dt;
+	for (int i = 0; i < CR_MSGS; i++)
+		fh_buf_free(&b[i]); /* unmapped: a provider still reading it faults */
+	return FH_OK;
+}
+
+/* Rank 1's side of one round. */
+static int cr_recv_round(struct cr_thread *w, int round, int all)
+{
+	ck_t *ck = w->ck;
+	fh_net_t *net = ck->net;
+	void *rc = NULL;
+	double until = fh_now() + 30.0 * ck->r->timeout_mult;
+	unsigned idle = 0;
+	fh_stage(ck->r, "thread %d round %d: accept", w->t, round);
+	while (!rc) {
+		if (ck_ok(ck, fh_net_accept(net, w->lc, &rc), "accept()"))
+			return FH_FAIL;
+		if (!rc && fh_now() > until)
+			return fh_fail(ck->r, "thread %d round %d: no connection within %.0f s", w->t,
+				       round, 30.0 * ck->r->timeout_mult);
+		if (!rc)
+			fh_relax(&idle);
+	}
+	int posted = all ? CR_MSGS : CR_POSTED, taken = all ? CR_MSGS : CR_TAKEN;
+	fh_buf_t b[CR_MSGS];
+	void *req[CR_MSGS] = {0};
+	for (int i = 0; i < posted; i++) {
+		size_t len = ck_cap(ck, cr_sizes[i]);
+		if (fh_buf_alloc(&b[i], len, 0))
+			return fh_fail(ck->r, "cannot map a buffer");
+		memset(b[i].ptr, 0xee, len);
+		if (ck_ok(ck, fh_buf_reg(net, &b[i], rc, 0), "regMr()"))
+			return FH_FAIL;
+		void *data[1] = {b[i].ptr};
+		size_t sz[1] = {len};
+		int tags[1] = {CK_TAG};
+		void *mh[1] = {b[i].mh};
+		double u = fh_now() + 30.0 * ck->r->timeout_mult;
+		idle = 0;
+		while (!req[i]) {
+			if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mh, &req[i]), "irecv()"))
+				return FH_FAIL;
+			if (!req[i] && fh_now() > u)
+				return fh_fail(ck->r, "thread %d round %d: irecv() got no request", w->t,
+					       round);
+			if (!req[i])
+				fh_relax(&idle);
+		}
+	}
+	for (int i = 0; i < taken; i++) {
+		if (cr_wait(w, req[i], b[i].size, "receive", round, i))
+			return FH_FAIL;
+		size_t bad = 0;
+		if (fh_pattern_check(b[i].ptr, b[i].size,
+				     ck_seed(ck, 0, 1, 200 + w->t, round * CR_MSGS + i), &bad))
+			return fh_fail(ck->r, "thread %d round %d: message %d (%zu bytes) is corrupt at "
+					  "byte %zu", w->t, round, i, b[i].size, bad);
+	}
+	fh_stage(ck->r, "thread %d round %d: closeRecv with %d receive(s) in flight", w->t, round,
+		 posted - taken);
+	for (int i = 0; i < posted; i++)
+		if (ck_ok(ck, fh_buf_dereg(net, &b[i]), "deregMr() with receives in flight"))
+			return FH_FAIL;
+	double t0 = fh_now();
+	if (ck_ok(ck, fh_net_close_recv(net, rc), "closeRecv() with a receive in flight"))
+		return FH_FAIL;
+	double dt = fh_now() - t0;
+	if (dt > w->close_max)
+		w->close_max = dt;
+	for (int i = 0; i < posted; i++)
+		fh_buf_free(&b[i]);
+	return FH_OK;
+}
+
+static void *cr_main(void *arg)
+{
+	struct cr_thread *w = arg;
+	int me = w->ck->r->rank;
+	for (int round = 0; round <= w->rounds; round++) {
+		int all = round == w->rounds;
+		if (me == 0 ? cr_send_round(w, round, all) : cr_recv_round(w, round, all)) {
+			w->ret = FH_FAIL;
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* arg: rounds per thread (closes with operations in flight), then one more
+ * that moves every message. */
+static int ck_close_reconnect(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	struct cr_thread w[CR_THREADS];
+	memset(w, 0, sizeof(w));
+	for (int t = 0; t < CR_THREADS; t++) {
+		w[t].ck = ck;
+		w[t].t = t;
+		w[t].rounds = (int)ck->c->arg;
+		if (me == 1 && ck_ok(ck, fh_net_listen(ck->net, ck->net->ctx, ck->dev, w[t].handle,
+						       &w[t].lc), "listen()"))
+			return FH_FAIL;
+	}
+	for (int t = 0; t < CR_THREADS; t++) {
+		if (me == 1 && fh_oob_send(r, 0, w[t].handle, sizeof(w[t].handle)))
+			return FH_FAIL;
+		if (me == 0 && fh_oob_recv(r, 1, w[t].handle, sizeof(w[t].handle)))
+			return FH_FAIL;
+	}
+	/* a close that gave up waiting for the provider to let go of a buffer */
+	fh_log_watch("still use NCCL's buffers");
+	pthread_t th[CR_THREADS];
+	for (int t = 0; t < CR_THREADS; t++)
+		if (pthread_create(&th[t], NULL, cr_main, &w[t]))
+			return fh_fail(r, "pthread_create failed");
+	double close_max = 0;
+	int failed = 0;
+	for (int t = 0; t < CR_THREADS; t++) {
+		pthread_join(th[t], NULL);
+		failed |= w[t].ret;
+		if (w[t].close_max > close_max)
+			close_max = w[t].close_max;
+	}
+	unsigned long gave_up = fh_log_watch_count();
+	fh_log_watch(NULL);
+	if (failed || fh_failed(r))
+		return FH_FAIL;
+	if (gave_up)
+		return fh_fail(r, "%lu close(s) returned while the provider could still use NCCL's "
+				  "buffers (slowest close %.2f s)", gave_up, close_max);
+	for (int t = 0; t < CR_THREADS; t++)
+		if (me == 1 && ck_ok(ck, fh_net_close_listen(ck->net, w[t].lc), "closeListen()"))
+			return FH_FAIL;
+	fh_note(r, "%d threads x %d closes in flight + 1 full round; slowest close%s %.2f s",
+		CR_THREADS, (int)ck->c->arg, me == 0 ? "Send" : "Recv", close_max);
+	return fh_oob_barrier(r);
+}
+
 /* ------------------------------------------------------------ table */
 
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
@@ -388,6 +644,10 @@ static const ck_case_t ck_errors[] = {
 	{"close-early/sender-exits", "eager sends complete, the sender closes and exits; the "
 				     "receiver posts 300 ms later: every byte arrives",
 	 2, ALLV, 0, 0, ck_sender_exits, 0},
+	{"close-reconnect", "4 threads each close a send comm with sends in flight (and the peer "
+			    "its receive comm with a receive in flight), then connect again to the "
+			    "same peer, 6 times; received data checked, buffers unmapped at close",
+	 2, ALLV, 0, 0, ck_close_reconnect, 6},
 };
 
 const ck_case_t *ck_cases_errors(int *n)

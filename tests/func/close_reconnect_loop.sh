@@ -1,0 +1,42 @@
+#!/bin/sh
+# Runs the checker's close-reconnect case N times (default 100) under load:
+# CR_LOAD busy loops (default: one per CPU) compete with the ranks, and
+# the case's time bounds scale with NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER (3
+# here unless set). Prints each failure's line and then "passed P of N".
+#   tests/func/close_reconnect_loop.sh BUILD_DIR PROVIDER [N]
+# e.g. tests/func/close_reconnect_loop.sh build 'tcp;ofi_rxm' 100
+# Exit status 0 when every run passed, 1 otherwise, 77 when the provider is
+# missing (the checker's first run said so).
+set -u
+build=${1:?usage: $0 BUILD_DIR PROVIDER [N]}
+prov=${2:?usage: $0 BUILD_DIR PROVIDER [N]}
+n=${3:-100}
+: "${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:=3}"
+: "${FI_TCP_IFACE:=lo}"
+export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER FI_TCP_IFACE
+check="$build/bin/nccl-fabric-check --plugin $build/lib/libnccl-net-fabric.so"
+hogs=""
+load=${CR_LOAD:-$(nproc)}
+for _ in $(seq "$load"); do
+	sh -c 'while :; do :; done' &
+	hogs="$hogs $!"
+done
+trap 'kill $hogs 2>/dev/null' EXIT INT TERM
+pass=0
+i=1
+while [ "$i" -le "$n" ]; do
+	out=$($check --provider "$prov" --versions 12 --case close-reconnect 2>&1)
+	rc=$?
+	if [ "$rc" -eq 77 ]; then
+		echo "SKIP: provider $prov: $(echo "$out" | tail -1)"
+		exit 77
+	fi
+	if [ "$rc" -eq 0 ]; then
+		pass=$((pass + 1))
+	else
+		echo "run $i: $(echo "$out" | grep -E '^(FAIL|PASS|SKIP)' | head -1)"
+	fi
+	i=$((i + 1))
+done
+echo "passed $pass of $n (provider $prov, $load busy loops alongside)"
+[ "$pass" -eq "$n" ]
