@@ -841,3 +841,90 @@ void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rail
 	snprintf(out->reason + n, sizeof(out->reason) - n, "; progress threads %s%s",
 		 out->threads ? "on" : "off", threads_mode == 0 ? " (auto)" : "");
 }
+
+/* ---------------- NCCL's RMA plugin ---------------- */
+
+const char *policy_rma_order_name(enum policy_rma_order o)
+{
+	switch (o) {
+	case POLICY_RMA_ORDER_PROVIDER:
+		return "provider order";
+	case POLICY_RMA_ORDER_FENCE:
+		return "fence";
+	case POLICY_RMA_ORDER_CHAIN:
+		return "delivery-complete chain";
+	}
+	return "?";
+}
+
+void policy_rma(int mode, const char *provider, const struct policy_rma_caps *caps,
+		const struct policy_hmem_decision *hmem, struct policy_rma_decision *out)
+{
+	memset(out, 0, sizeof(*out));
+	const char *prov = provider && provider[0] ? provider : "(none)";
+	/* puts and gets are RMA writes and reads; signals are 64-bit atomic adds */
+	uint64_t need = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	uint64_t have = caps ? caps->caps : 0;
+
+	/* A strong signal must not be seen before the put it follows. FI_ORDER_WAW
+	 * orders RMA and atomic writes together (FI_ORDER_RMA_WAW and
+	 * FI_ORDER_ATOMIC_WAW each order one kind only, so they do not count). */
+	if (caps && (caps->msg_order & FI_ORDER_WAW)) {
+		out->order = POLICY_RMA_ORDER_PROVIDER;
+		snprintf(out->order_reason, sizeof(out->order_reason),
+			 "the provider orders RMA and atomic writes (FI_ORDER_WAW): a put and its "
+			 "signal are posted back to back");
+	} else if (have & FI_FENCE) {
+		out->order = POLICY_RMA_ORDER_FENCE;
+		snprintf(out->order_reason, sizeof(out->order_reason),
+			 "no FI_ORDER_WAW; the signal is posted with FI_FENCE after its put");
+	} else {
+		out->order = POLICY_RMA_ORDER_CHAIN;
+		snprintf(out->order_reason, sizeof(out->order_reason),
+			 "no FI_ORDER_WAW and no FI_FENCE: the put asks for FI_DELIVERY_COMPLETE "
+			 "and its strong signal is posted when it completes (one round trip more)");
+	}
+
+	if (mode == CFG_RMA_PLUGIN_OFF) {
+		snprintf(out->reason, sizeof(out->reason),
+			 "not offered: NCCL_FABRIC_RMA_PLUGIN=off");
+		return;
+	}
+	if ((have & need) != need) {
+		snprintf(out->reason, sizeof(out->reason),
+			 "not offered: provider %s lacks %s%s%s (puts and gets are RMA writes and "
+			 "reads, signals 64-bit atomic adds)",
+			 prov, (have & FI_RMA) ? "" : "FI_RMA ",
+			 (have & FI_ATOMIC) ? "" : "FI_ATOMIC ",
+			 (have & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) ==
+					 (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) ?
+				 "" :
+				 "remote read/write access");
+		return;
+	}
+	bool gpu = hmem && hmem->use_hmem && caps->hmem;
+	if (gpu) {
+		out->offered = out->gpu = true;
+		snprintf(out->reason, sizeof(out->reason),
+			 "offered on GPU and host memory: provider %s has FI_RMA and FI_ATOMIC, and "
+			 "GPU memory goes to it (%s)",
+			 prov, hmem->verdict == POLICY_HMEM_FORCED ? "NCCL_FABRIC_HMEM=force" :
+								    "it promised no CUDA calls");
+		return;
+	}
+	if (mode == CFG_RMA_PLUGIN_FORCE) {
+		out->offered = true;
+		snprintf(out->reason, sizeof(out->reason),
+			 "offered on host memory only (NCCL_FABRIC_RMA_PLUGIN=force): provider %s "
+			 "has FI_RMA and FI_ATOMIC, but GPU memory does not go to it (%s)",
+			 prov, hmem ? hmem->reason : "no GPU-memory decision");
+		snprintf(out->warning, sizeof(out->warning),
+			 "NCCL_FABRIC_RMA_PLUGIN=force: the RMA plugin is offered on host memory "
+			 "only; NCCL registers GPU windows and will fail to use it on GPUs");
+		return;
+	}
+	snprintf(out->reason, sizeof(out->reason),
+		 "not offered: GPU memory does not go to provider %s (%s); NCCL's windows are GPU "
+		 "memory. NCCL_FABRIC_RMA_PLUGIN=force offers it on host memory",
+		 prov, hmem ? hmem->reason : "no GPU-memory decision");
+}
