@@ -153,6 +153,9 @@ struct rma_req {
 	atomic_bool sig_due;          /* the put completed, the signal is not yet posted */
 	fi_addr_t sig_dest;
 	uint64_t sig_addr, sig_key;
+	uint64_t start_ns;            /* posted at */
+	bool abandoned;               /* test() gave up on it: the last completion frees it
+				       * (both under the CQ lock) */
 	uint64_t operand;             /* the signal's addend (registered) */
 	uint64_t scratch;             /* a flush reads into it (registered) */
 };
@@ -614,6 +617,8 @@ static struct rma_req *req_get(struct rma_ctx *x, enum rma_req_kind kind, const 
 	r->kind = kind;
 	r->nops = 0;
 	r->chain = false;
+	r->abandoned = false;
+	r->start_ns = util_now_ns();
 	atomic_store(&r->sig_due, false);
 	atomic_store(&r->ncomplete, 0);
 	atomic_store(&r->status, 0);
@@ -646,8 +651,8 @@ static void op_complete(struct ofi_op *op, const struct fi_cq_tagged_entry *entr
 	if (err) {
 		char text[256];
 		ofi_cq_error_text(x->coll->ep, err, text, sizeof(text));
-		LOG_WARN(NCCL_NET, "RMA %s to rank %d failed: %s. A stale or forged window key, "
-			 "or a peer that is gone",
+		LOG_WARN_LIMITED(NCCL_NET, "RMA %s to rank %d failed: %s. A stale or forged "
+				 "window key, or a peer that is gone",
 			 r->kind == RMA_REQ_GET ? "get" : r->kind == RMA_REQ_FLUSH ? "flush" :
 				 (op->index & 0xff) ? "signal" : "put",
 			 op->index >> 8, text);
@@ -665,7 +670,9 @@ static void op_complete(struct ofi_op *op, const struct fi_cq_tagged_entry *entr
 		}
 	}
 	atomic_store_explicit(&op->posted, 0, memory_order_release);
-	atomic_fetch_add(&r->ncomplete, 1);
+	int done = atomic_fetch_add(&r->ncomplete, 1) + 1;
+	if (r->abandoned && done >= r->nops)
+		req_put(r);
 	atomic_fetch_sub(&x->posted, 1);
 }
 
@@ -996,8 +1003,34 @@ int rma_test(void *p, void *request, int *done)
 			}
 		}
 	}
-	if (atomic_load(&r->ncomplete) < r->nops)
-		return 0;
+	if (atomic_load(&r->ncomplete) < r->nops) {
+		uint64_t waited = util_now_ns() - r->start_ns;
+		if (waited < c->dev->net->peer_timeout_ns)
+			return 0;
+		/* Neither completed nor failed: shm of libfabric 1.17 never answers an
+		 * RMA write with a key the target does not know. NCCL would wait
+		 * forever; the request fails, and its last completion (if one ever
+		 * comes) returns it to the pool. */
+		bool gave_up = false;
+		pthread_mutex_lock(&c->ep->cq_lock);
+		if (atomic_load(&r->ncomplete) < r->nops) {
+			r->abandoned = true;
+			gave_up = true;
+			for (int k = 0; k < 2; k++)
+				if (atomic_load(&r->op[k].posted))
+					ofi_ep_cancel(c->ep, &r->op[k].ctx);
+		}
+		pthread_mutex_unlock(&c->ep->cq_lock);
+		if (gave_up) {
+			LOG_WARN(NCCL_NET, "RMA operation to rank %d: no completion within "
+				 "NCCL_FABRIC_PEER_TIMEOUT (%.0f s); failed. The target refused it "
+				 "without an answer (a stale or forged window key) or is gone",
+				 r->op[0].index >> 8, (double)c->dev->net->peer_timeout_ns / 1e9);
+			atomic_store(&c->last_error, -FI_ETIMEDOUT);
+			*done = 1;
+			return -FI_ETIMEDOUT;
+		}
+	}
 	int rc = atomic_load(&r->status);
 	*done = 1;
 	req_put(r);
