@@ -249,9 +249,12 @@ static void rma_device_init(struct core_plugin *p, struct proto_device *dev,
 	r->net = dev;
 	struct fi_info *info = NULL;
 	if ((int)p->cfg.v[CFG_RMA_PLUGIN].i != CFG_RMA_PLUGIN_OFF) {
-		info = ofi_info_with_caps(dev->info, need | FI_FENCE);
-		if (!info)
-			info = ofi_info_with_caps(dev->info, need);
+		/* with atomics for signals where the provider has them, else without */
+		const uint64_t tries[] = { need | FI_FENCE, need,
+					   (need & ~FI_ATOMIC) | FI_MSG | FI_FENCE,
+					   (need & ~FI_ATOMIC) | FI_MSG };
+		for (size_t t = 0; t < sizeof(tries) / sizeof(tries[0]) && !info; t++)
+			info = ofi_info_with_caps(dev->info, tries[t]);
 	}
 	struct policy_rma_caps caps = { 0, 0, false };
 	if (info) {

@@ -862,27 +862,39 @@ void policy_rma(int mode, const char *provider, const struct policy_rma_caps *ca
 {
 	memset(out, 0, sizeof(*out));
 	const char *prov = provider && provider[0] ? provider : "(none)";
-	/* puts and gets are RMA writes and reads; signals are 64-bit atomic adds */
-	uint64_t need = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	/* puts and gets are RMA writes and reads */
+	uint64_t rw = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	uint64_t have = caps ? caps->caps : 0;
+	/* signals: 64-bit atomic adds, or else messages our plugin on the
+	 * target applies (which can only reach host memory) */
+	bool atomics = (have & FI_ATOMIC) != 0;
+	out->msg_signals = !atomics && (have & FI_MSG);
+	const char *sig = atomics ? "signals are 64-bit atomic adds (FI_ATOMIC)" :
+				    "signals are messages the target's plugin adds (no FI_ATOMIC: host "
+				    "windows only)";
 
-	/* A strong signal must not be seen before the put it follows. FI_ORDER_WAW
-	 * orders RMA and atomic writes together (FI_ORDER_RMA_WAW and
-	 * FI_ORDER_ATOMIC_WAW each order one kind only, so they do not count). */
-	if (caps && (caps->msg_order & FI_ORDER_WAW)) {
+	/* A strong signal must not be seen before the put it follows.
+	 * FI_ORDER_WAW orders RMA and atomic writes together (FI_ORDER_RMA_WAW and
+	 * FI_ORDER_ATOMIC_WAW each order one kind only, so they do not count);
+	 * FI_ORDER_SAW orders a message behind the writes before it. */
+	uint64_t order_bit = atomics ? FI_ORDER_WAW : FI_ORDER_SAW;
+	if (caps && (caps->msg_order & order_bit)) {
 		out->order = POLICY_RMA_ORDER_PROVIDER;
 		snprintf(out->order_reason, sizeof(out->order_reason),
-			 "the provider orders RMA and atomic writes (FI_ORDER_WAW): a put and its "
-			 "signal are posted back to back");
+			 "%s; the provider orders them behind writes (%s): a put and its signal "
+			 "are posted back to back",
+			 sig, atomics ? "FI_ORDER_WAW" : "FI_ORDER_SAW");
 	} else if (have & FI_FENCE) {
 		out->order = POLICY_RMA_ORDER_FENCE;
 		snprintf(out->order_reason, sizeof(out->order_reason),
-			 "no FI_ORDER_WAW; the signal is posted with FI_FENCE after its put");
+			 "%s; no %s, so the signal is posted with FI_FENCE after its put", sig,
+			 atomics ? "FI_ORDER_WAW" : "FI_ORDER_SAW");
 	} else {
 		out->order = POLICY_RMA_ORDER_CHAIN;
 		snprintf(out->order_reason, sizeof(out->order_reason),
-			 "no FI_ORDER_WAW and no FI_FENCE: the put asks for FI_DELIVERY_COMPLETE "
-			 "and its strong signal is posted when it completes (one round trip more)");
+			 "%s; no %s and no FI_FENCE, so the put asks for FI_DELIVERY_COMPLETE and "
+			 "its strong signal is posted when it completes (one round trip more)",
+			 sig, atomics ? "FI_ORDER_WAW" : "FI_ORDER_SAW");
 	}
 
 	if (mode == CFG_RMA_PLUGIN_OFF) {
@@ -890,20 +902,17 @@ void policy_rma(int mode, const char *provider, const struct policy_rma_caps *ca
 			 "not offered: NCCL_FABRIC_RMA_PLUGIN=off");
 		return;
 	}
-	if ((have & need) != need) {
+	if (!(have & FI_RMA) || (have & rw) != rw || (!atomics && !out->msg_signals)) {
 		snprintf(out->reason, sizeof(out->reason),
 			 "not offered: provider %s lacks %s%s%s (puts and gets are RMA writes and "
-			 "reads, signals 64-bit atomic adds)",
+			 "reads, signals atomic adds or messages)",
 			 prov, (have & FI_RMA) ? "" : "FI_RMA ",
-			 (have & FI_ATOMIC) ? "" : "FI_ATOMIC ",
-			 (have & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)) ==
-					 (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) ?
-				 "" :
-				 "remote read/write access");
+			 (have & rw) == rw ? "" : "remote read/write access ",
+			 atomics || out->msg_signals ? "" : "FI_ATOMIC and FI_MSG");
 		return;
 	}
-	bool gpu = hmem && hmem->use_hmem && caps->hmem;
-	if (gpu) {
+	bool gpu_mem = hmem && hmem->use_hmem && caps->hmem;
+	if (gpu_mem && atomics) {
 		out->offered = out->gpu = true;
 		snprintf(out->reason, sizeof(out->reason),
 			 "offered on GPU and host memory: provider %s has FI_RMA and FI_ATOMIC, and "
@@ -912,19 +921,23 @@ void policy_rma(int mode, const char *provider, const struct policy_rma_caps *ca
 								    "it promised no CUDA calls");
 		return;
 	}
+	const char *why_host = gpu_mem ? "it has no FI_ATOMIC, and a signal into a GPU window "
+					 "needs one" :
+				hmem ? hmem->reason :
+				       "no GPU-memory decision";
 	if (mode == CFG_RMA_PLUGIN_FORCE) {
 		out->offered = true;
 		snprintf(out->reason, sizeof(out->reason),
 			 "offered on host memory only (NCCL_FABRIC_RMA_PLUGIN=force): provider %s "
-			 "has FI_RMA and FI_ATOMIC, but GPU memory does not go to it (%s)",
-			 prov, hmem ? hmem->reason : "no GPU-memory decision");
+			 "has FI_RMA%s, but GPU windows are not possible (%s)",
+			 prov, atomics ? " and FI_ATOMIC" : "", why_host);
 		snprintf(out->warning, sizeof(out->warning),
 			 "NCCL_FABRIC_RMA_PLUGIN=force: the RMA plugin is offered on host memory "
 			 "only; NCCL registers GPU windows and will fail to use it on GPUs");
 		return;
 	}
 	snprintf(out->reason, sizeof(out->reason),
-		 "not offered: GPU memory does not go to provider %s (%s); NCCL's windows are GPU "
-		 "memory. NCCL_FABRIC_RMA_PLUGIN=force offers it on host memory",
-		 prov, hmem ? hmem->reason : "no GPU-memory decision");
+		 "not offered: no GPU windows on provider %s (%s); NCCL's windows are GPU memory. "
+		 "NCCL_FABRIC_RMA_PLUGIN=force offers it on host memory",
+		 prov, why_host);
 }

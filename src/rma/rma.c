@@ -4,6 +4,7 @@
 #include "rma/rma.h"
 
 #include <pthread.h>
+#include <sys/random.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,17 @@ struct rma_peer_win {
 	uint64_t base; /* the address a put at offset 0 writes (VA, or offset in the MR) */
 	uint64_t key;
 	uint64_t size;
+	uint64_t id;   /* names the window in signal messages (random, never 0) */
+};
+
+/* A signal as a message (policy: msg_signals), applied by the target's
+ * plugin after checking it names a live host window and a word inside it. */
+#define RMA_SIGNAL_ROUTE 0x5349474e414c0001ULL /* "SIGNAL", the pool's route */
+struct rma_sig_msg {
+	uint64_t route;
+	uint64_t win_id;
+	uint64_t offset;
+	uint64_t value;
 };
 
 struct rma_coll;
@@ -114,6 +126,7 @@ struct rma_win {
 	size_t size;
 	int type;
 	uint64_t flags;
+	uint64_t id;
 	struct ofi_mr *mr;
 	struct rma_peer_win *peers; /* nranks */
 };
@@ -128,6 +141,8 @@ struct rma_coll {
 	struct ofi_ep *ep;
 	fi_addr_t *peers;             /* nranks, ourselves included (flushes, self puts) */
 	bool virt;                    /* FI_MR_VIRT_ADDR: remote addresses are VAs */
+	bool msg_signals;             /* signals are messages (policy_rma) */
+	atomic_uint refused;          /* signal messages refused (forged or stale) */
 	pthread_mutex_t win_lock;
 	struct dlist wins;            /* every window until closeColl (dead ones too) */
 	atomic_int contexts;
@@ -157,6 +172,7 @@ struct rma_req {
 	bool abandoned;               /* test() gave up on it: the last completion frees it
 				       * (both under the CQ lock) */
 	uint64_t operand;             /* the signal's addend (registered) */
+	struct rma_sig_msg sig_msg;   /* ... or its message (registered) */
 	uint64_t scratch;             /* a flush reads into it (registered) */
 };
 
@@ -199,6 +215,11 @@ static struct rma_ctx *ctx_from(void *p, int context, const char *what)
 
 /* A live window of coll: handles stay valid memory until closeColl, so a
  * deregistered one is recognised and refused rather than read after free. */
+static bool in_window_u(uint64_t off, size_t len, uint64_t size)
+{
+	return off <= size && len <= size - off;
+}
+
 static struct rma_win *win_from(struct rma_coll *c, void *p, const char *what, const char *role)
 {
 	struct rma_win *w = p;
@@ -269,6 +290,43 @@ static int ring_allgather(struct rma_coll *c, const void *mine, void *all, size_
 	if (rmr)
 		net_dereg_mr(c->rc, rmr);
 	return rc;
+}
+
+/* A signal message from a peer (CQ lock held): nothing in it is trusted. */
+static void signal_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len,
+			   uint64_t route)
+{
+	(void)ep;
+	(void)route;
+	struct rma_coll *c = arg;
+	struct rma_sig_msg m;
+	if (len != sizeof(m)) {
+		atomic_fetch_add(&c->refused, 1);
+		LOG_WARN_LIMITED(NCCL_NET, "RMA: a signal message of %zu bytes was refused", len);
+		return;
+	}
+	memcpy(&m, msg, sizeof(m));
+	struct rma_win *hit = NULL;
+	pthread_mutex_lock(&c->win_lock);
+	struct dlist *it;
+	dlist_foreach(&c->wins, it) {
+		struct rma_win *w = container_of(it, struct rma_win, link);
+		if (w->id == m.win_id && atomic_load(&w->magic) == RMA_WIN_MAGIC) {
+			hit = w;
+			break;
+		}
+	}
+	if (hit && hit->type == NCCL_PTR_HOST && !(m.offset & 7) && in_window_u(m.offset, 8, hit->size))
+		__atomic_fetch_add((uint64_t *)(void *)(hit->data + m.offset), m.value,
+				   __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&c->win_lock);
+	if (!hit || hit->type != NCCL_PTR_HOST || (m.offset & 7) || !in_window_u(m.offset, 8, hit->size)) {
+		atomic_fetch_add(&c->refused, 1);
+		LOG_WARN_LIMITED(NCCL_NET, "RMA: a signal for %s (window id %#llx, offset %llu) was "
+				 "refused, nothing written",
+				 hit ? "a word outside its window" : "an unknown or deregistered window",
+				 (unsigned long long)m.win_id, (unsigned long long)m.offset);
+	}
 }
 
 struct rma_addr_blk {
@@ -366,6 +424,18 @@ int rma_connect(void *handles[], int nranks, int rank, void *listen_comm, void *
 		goto fail;
 	c->ep = c->dom->eps[0];
 	c->virt = (c->dom->mr_mode & FI_MR_VIRT_ADDR) != 0;
+	c->msg_signals = d->decision.msg_signals;
+	if (c->msg_signals) {
+		int n = RMA_REQS_PER_RANK * nranks;
+		rc = ofi_ep_rx_pool_start(c->ep, RMA_SIGNAL_ROUTE, 0,
+					  n < OFI_RX_POOL_MAX ? n : OFI_RX_POOL_MAX,
+					  sizeof(struct rma_sig_msg), signal_handler, c);
+		if (rc) {
+			LOG_WARN(NCCL_NET, "RMA connect: posting the signal receives failed: %s",
+				 ofi_strerror(rc));
+			goto fail;
+		}
+	}
 	struct rma_addr_blk mine, *all = calloc((size_t)nranks, sizeof(*all));
 	if (!all) {
 		rc = -FI_ENOMEM;
@@ -439,7 +509,12 @@ int rma_reg_sym(void *p, void *data, size_t size, int type, uint64_t flags, int 
 	w->type = type;
 	w->flags = flags;
 	int rc = 0;
-	struct rma_peer_win mine = { 0, 0, size };
+	uint64_t id = 0;
+	while (!id)
+		if (getrandom(&id, sizeof(id), GRND_NONBLOCK) != sizeof(id))
+			id = util_now_ns() ^ (uint64_t)(uintptr_t)w;
+	w->id = id;
+	struct rma_peer_win mine = { 0, 0, size, id };
 	if (size) {
 		enum fi_hmem_iface iface = type == NCCL_PTR_CUDA ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
 		/* No CUDA call here: libfabric finds the GPU from the address, so the
@@ -506,6 +581,27 @@ int rma_test_peer_window(void *mhandle, uint32_t rank, uint64_t *key, uint64_t *
 	*key = w->peers[rank].key;
 	*size = w->peers[rank].size;
 	return 0;
+}
+
+int rma_test_set_peer_id(void *mhandle, uint32_t rank, uint64_t id)
+{
+	struct rma_win *w = mhandle;
+	if (!w || atomic_load(&w->magic) != RMA_WIN_MAGIC || rank >= (uint32_t)w->coll->nranks)
+		return -FI_EINVAL;
+	w->peers[rank].id = id;
+	return 0;
+}
+
+unsigned rma_test_refused(void *coll)
+{
+	struct rma_coll *c = coll;
+	return c && c->magic == RMA_COLL_MAGIC ? atomic_load(&c->refused) : 0;
+}
+
+bool rma_test_msg_signals(void *coll)
+{
+	struct rma_coll *c = coll;
+	return c && c->magic == RMA_COLL_MAGIC && c->msg_signals;
 }
 
 int rma_test_set_peer_window(void *mhandle, uint32_t rank, uint64_t key, uint64_t size)
@@ -734,19 +830,26 @@ static int post_signal(struct rma_req *r)
 	uint64_t fl = FI_COMPLETION | FI_DELIVERY_COMPLETE;
 	if (c->dev->decision.order == POLICY_RMA_ORDER_FENCE && r->nops == 2 && !r->chain)
 		fl |= FI_FENCE;
+	struct iovec siov = { .iov_base = &r->sig_msg, .iov_len = sizeof(r->sig_msg) };
+	struct fi_msg smsg = { .msg_iov = &siov,
+			       .desc = &desc,
+			       .iov_count = 1,
+			       .addr = r->sig_dest,
+			       .context = &r->op[1].ctx };
 	uint64_t end = util_now_ns() + RMA_POST_WAIT_NS;
 	ssize_t prc;
 	do {
 		ofi_ep_enter(c->ep);
-		prc = fi_atomicmsg(c->ep->ep, &msg, fl);
+		prc = c->msg_signals ? fi_sendmsg(c->ep->ep, &smsg, fl & ~FI_DELIVERY_COMPLETE) :
+				       fi_atomicmsg(c->ep->ep, &msg, fl);
 		ofi_ep_leave(c->ep);
 	} while (post_again(c->ep, prc, in_cb, end));
 	int rc = (int)prc;
 	if (rc) {
 		op_unprepare(r, 1);
 		if (rc != -FI_EAGAIN)
-			LOG_WARN(NCCL_NET, "RMA signal to rank %u: fi_atomicmsg failed: %s", rank,
-				 ofi_strerror(rc));
+			LOG_WARN(NCCL_NET, "RMA signal to rank %u: %s failed: %s", rank,
+				 c->msg_signals ? "fi_sendmsg" : "fi_atomicmsg", ofi_strerror(rc));
 		return rc == -FI_EAGAIN && !in_cb ? ofi_err_sys(rc) : rc;
 	}
 	return 0;
@@ -817,6 +920,8 @@ static int put_common(void *p, int context, uint64_t src_off, void *src_mh, size
 		r->sig_addr = sig->peers[rank].base + sig_off;
 		r->sig_key = sig->peers[rank].key;
 		r->operand = sig_op == NCCL_NET_SIGNAL_OP_INC ? 1 : sig_value;
+		r->sig_msg = (struct rma_sig_msg){ RMA_SIGNAL_ROUTE, sig->peers[rank].id, sig_off,
+						   r->operand };
 	}
 	r->nops = (size ? 1 : 0) + (signal ? 1 : 0);
 	r->chain = signal && size && strong && c->dev->decision.order == POLICY_RMA_ORDER_CHAIN;

@@ -12,7 +12,9 @@
  *            ring all-gathers (address, key, size), so a put names a window
  *            and an offset in the target rank's copy of it.
  *   put      an RMA write; putSignal adds a 64-bit atomic add (FI_SUM) to the
- *            target's signal word, kept behind the write as the policy says
+ *            target's signal word or, where the provider has no FI_ATOMIC, a
+ *            message the target's plugin checks and applies (host windows
+ *            only); either is kept behind the write as the policy says
  *            (policy_rma: provider order, fence, or delivery-complete chain).
  *   get      an RMA read; flush an RMA read of the window's first bytes.
  *
@@ -75,5 +77,10 @@ int rma_query_last_error(void *ctx, bool *has_error);
  * can forge a key or a size as a lying peer would. */
 int rma_test_peer_window(void *mhandle, uint32_t rank, uint64_t *key, uint64_t *size);
 int rma_test_set_peer_window(void *mhandle, uint32_t rank, uint64_t key, uint64_t size);
+/* ... the window id its signal messages carry, the messages it refused, and
+ * whether signals travel as messages (no FI_ATOMIC). */
+int rma_test_set_peer_id(void *mhandle, uint32_t rank, uint64_t id);
+unsigned rma_test_refused(void *coll);
+bool rma_test_msg_signals(void *coll);
 
 #endif

@@ -445,6 +445,42 @@ static int test_forged_key(void)
 	return bad_key_case(1);
 }
 
+/* A signal naming a window the target does not have: refused by the
+ * target's plugin (signal messages) or by its provider (atomics); the
+ * signal word never moves. */
+static int test_forged_signal(void)
+{
+	uint64_t before = sig_word(1, 32);
+	uint64_t key = 0, size = 0;
+	CHECK_EQ(rma_test_peer_window(swin[0], 1, &key, &size), 0);
+	bool msgs = rma_test_msg_signals(coll[0]);
+	unsigned refused = rma_test_refused(coll[1]);
+	if (msgs)
+		CHECK_EQ(rma_test_set_peer_id(swin[0], 1, 0x1234567ULL), 0);
+	else
+		CHECK_EQ(rma_test_set_peer_window(swin[0], 1, key ^ 0x77ULL, size), 0);
+	void *req = NULL;
+	CHECK_EQ(rma_iput_signal(ctx[0], 0, 0, dwin[0], 0, 0, dwin[0], 1, 32, swin[0], 5,
+				 NCCL_NET_SIGNAL_OP_ADD, true, &req),
+		 0);
+	int rc = req ? wait_req(0, req) : -1;
+	double end = unit_now_s() + 1;
+	while (unit_now_s() < end && (!msgs || rma_test_refused(coll[1]) == refused))
+		for (int r = 0; r < NR; r++)
+			rma_progress(ctx[r]);
+	printf("  signal %s: sender's result %d (%s), target refused %u\n",
+	       msgs ? "message with a forged window id" : "with a forged key", rc,
+	       rc ? ofi_strerror(rc) : "no error", rma_test_refused(coll[1]) - refused);
+	if (msgs)
+		CHECK_EQ(rma_test_refused(coll[1]) - refused, 1);
+	else
+		CHECK(rc != 0);
+	CHECK_EQ(sig_word(1, 32), before);
+	if (!msgs)
+		CHECK_EQ(regroup(), 0);
+	return 0;
+}
+
 /* The tables NCCL loads, from the shared library itself. */
 static const char *plugin_path;
 
@@ -495,6 +531,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_close_inflight, "close with puts in flight, then a new group"),
 	TEST_ENTRY(test_stale_key, "a stale key after deregistration refused by the target"),
 	TEST_ENTRY(test_forged_key, "a forged key refused by the target"),
+	TEST_ENTRY(test_forged_signal, "a signal for an unknown window refused"),
 	TEST_ENTRY(test_abi_tables, "ncclRmaPlugin_v14/_v13 from the shared library"),
 };
 
