@@ -169,6 +169,17 @@ struct rma_req {
 	fi_addr_t sig_dest;
 	uint64_t sig_addr, sig_key;
 	uint64_t start_ns;            /* posted at */
+	/* the data operation, kept so that test() can post it when the provider
+	 * had no room at first (data_due): NCCL expects a request, never EAGAIN */
+	bool is_read;
+	void *lbuf;
+	size_t len;
+	struct ofi_mr *lmr;
+	uint64_t raddr, rkey;
+	fi_addr_t dest;
+	bool signal_after;            /* a signal follows the data op (not chained) */
+	atomic_bool data_due;
+	struct ofi_mr *due_hold;      /* keeps lmr while data_due */
 	bool abandoned;               /* test() gave up on it: the last completion frees it
 				       * (both under the CQ lock) */
 	uint64_t operand;             /* the signal's addend (registered) */
@@ -185,7 +196,22 @@ struct rma_ctx {
 	struct ofi_mr *reqs_mr;       /* operands and scratch: FI_MR_LOCAL providers need it */
 	struct util_freelist free;
 	atomic_int posted;            /* operations handed to libfabric, not yet completed */
+	atomic_int ndue;              /* requests with an operation waiting for room */
 };
+
+static void set_due(struct rma_req *r, atomic_bool *flag)
+{
+	atomic_store(flag, true);
+	atomic_fetch_add(&r->ctx->ndue, 1);
+}
+
+static bool take_due(struct rma_req *r, atomic_bool *flag)
+{
+	if (!atomic_exchange(flag, false))
+		return false;
+	atomic_fetch_sub(&r->ctx->ndue, 1);
+	return true;
+}
 
 static struct rma_coll *coll_from(void *p, const char *what)
 {
@@ -668,6 +694,15 @@ int rma_destroy_context(void *p)
 	/* Operations still posted write into our requests when they complete:
 	 * wait for them, cancel what remains, and keep the requests (a WARN)
 	 * rather than free memory a late completion may touch. */
+	/* operations that never reached the provider are dropped */
+	for (int i = 0; i < x->nreqs; i++) {
+		struct rma_req *r = &x->reqs[i];
+		if (take_due(r, &r->data_due)) {
+			ofi_mr_put(r->due_hold);
+			r->due_hold = NULL;
+		}
+		take_due(r, &r->sig_due);
+	}
 	uint64_t start = util_now_ns();
 	bool cancelled = false;
 	while (atomic_load(&x->posted) > 0) {
@@ -713,6 +748,9 @@ static struct rma_req *req_get(struct rma_ctx *x, enum rma_req_kind kind, const 
 	r->kind = kind;
 	r->nops = 0;
 	r->chain = false;
+	r->signal_after = false;
+	r->due_hold = NULL;
+	atomic_store(&r->data_due, false);
 	r->abandoned = false;
 	r->start_ns = util_now_ns();
 	atomic_store(&r->sig_due, false);
@@ -759,7 +797,7 @@ static void op_complete(struct ofi_op *op, const struct fi_cq_tagged_entry *entr
 		/* the put is at the target: now its strong signal */
 		int rc = post_signal(r);
 		if (rc == -FI_EAGAIN) {
-			atomic_store(&r->sig_due, true);
+			set_due(r, &r->sig_due);
 		} else if (rc) {
 			req_fail(r, rc);
 			atomic_fetch_add(&r->ncomplete, 1);
@@ -772,18 +810,18 @@ static void op_complete(struct ofi_op *op, const struct fi_cq_tagged_entry *entr
 	atomic_fetch_sub(&x->posted, 1);
 }
 
-/* Whether to post again: the provider is full (-FI_EAGAIN) and we may wait
- * for it by reading completions, which a completion callback (CQ lock held)
- * may not; it returns -FI_EAGAIN and test() posts again. */
-static bool post_again(struct ofi_ep *ep, ssize_t rc, bool in_cb, uint64_t end)
+/* Whether to post again: the provider is full (-FI_EAGAIN) and reading our
+ * completions may make room, which a completion callback (CQ lock held) may
+ * not do. After a few tries the operation waits in its request and test()
+ * posts it: NCCL expects a request from every call, never -FI_EAGAIN. */
+#define RMA_POST_TRIES 16
+static bool post_again(struct ofi_ep *ep, ssize_t rc, bool in_cb, int *tries)
 {
-	if (rc != -FI_EAGAIN || in_cb || util_now_ns() > end)
+	if (rc != -FI_EAGAIN || in_cb || ++*tries >= RMA_POST_TRIES)
 		return false;
 	ofi_ep_progress(ep);
 	return true;
 }
-
-#define RMA_POST_WAIT_NS (10ULL * 1000000000ULL)
 
 static void op_prepare(struct rma_req *r, int k, uint32_t rank, struct ofi_mr *hold)
 {
@@ -811,7 +849,7 @@ static int post_signal(struct rma_req *r)
 {
 	struct rma_coll *c = r->ctx->coll;
 	uint32_t rank = (uint32_t)(r->op[1].index >> 8);
-	bool in_cb = r->chain;
+	bool in_cb = r->chain; /* chained signals are posted from the put's completion */
 	op_prepare(r, 1, rank, NULL);
 	struct fi_ioc ioc = { .addr = &r->operand, .count = 1 };
 	struct fi_rma_ioc rioc = { .addr = r->sig_addr, .count = 1, .key = r->sig_key };
@@ -836,21 +874,87 @@ static int post_signal(struct rma_req *r)
 			       .iov_count = 1,
 			       .addr = r->sig_dest,
 			       .context = &r->op[1].ctx };
-	uint64_t end = util_now_ns() + RMA_POST_WAIT_NS;
+	int tries = 0;
 	ssize_t prc;
 	do {
 		ofi_ep_enter(c->ep);
 		prc = c->msg_signals ? fi_sendmsg(c->ep->ep, &smsg, fl & ~FI_DELIVERY_COMPLETE) :
 				       fi_atomicmsg(c->ep->ep, &msg, fl);
 		ofi_ep_leave(c->ep);
-	} while (post_again(c->ep, prc, in_cb, end));
+	} while (post_again(c->ep, prc, in_cb, &tries));
 	int rc = (int)prc;
 	if (rc) {
 		op_unprepare(r, 1);
-		if (rc != -FI_EAGAIN)
+		if (rc != -FI_EAGAIN) {
 			LOG_WARN(NCCL_NET, "RMA signal to rank %u: %s failed: %s", rank,
 				 c->msg_signals ? "fi_sendmsg" : "fi_atomicmsg", ofi_strerror(rc));
-		return rc == -FI_EAGAIN && !in_cb ? ofi_err_sys(rc) : rc;
+			return ofi_err_sys(rc);
+		}
+	}
+	return rc;
+}
+
+/* Posts the request's data operation (a write, or a read) from what it
+ * stored; -FI_EAGAIN when the provider has no room yet. */
+static int post_data(struct rma_req *r)
+{
+	struct rma_coll *c = r->ctx->coll;
+	uint32_t rank = (uint32_t)(r->op[0].index >> 8);
+	op_prepare(r, 0, rank, r->lmr);
+	void *desc = ofi_ep_desc(c->ep, r->lmr->desc);
+	struct iovec iov = { .iov_base = r->lbuf, .iov_len = r->len };
+	struct fi_rma_iov riov = { .addr = r->raddr, .len = r->len, .key = r->rkey };
+	struct fi_msg_rma msg = { .msg_iov = &iov,
+				  .desc = &desc,
+				  .iov_count = 1,
+				  .addr = r->dest,
+				  .rma_iov = &riov,
+				  .rma_iov_count = 1,
+				  .context = &r->op[0].ctx };
+	int tries = 0;
+	ssize_t prc;
+	do {
+		ofi_ep_enter(c->ep);
+		/* a completed put is placed at the target: NCCL reuses the source and
+		 * chained signals rely on it (FI_DELIVERY_COMPLETE) */
+		prc = r->is_read ? fi_readmsg(c->ep->ep, &msg, FI_COMPLETION) :
+				   fi_writemsg(c->ep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+		ofi_ep_leave(c->ep);
+	} while (post_again(c->ep, prc, false, &tries));
+	int rc = (int)prc;
+	if (rc) {
+		op_unprepare(r, 0);
+		if (rc != -FI_EAGAIN) {
+			LOG_WARN(NCCL_NET, "RMA %s of %zu bytes %s rank %u: %s failed: %s",
+				 r->is_read ? "read" : "write", r->len, r->is_read ? "from" : "to",
+				 rank, r->is_read ? "fi_readmsg" : "fi_writemsg", ofi_strerror(rc));
+			return ofi_err_sys(rc);
+		}
+	}
+	return rc;
+}
+
+/* Posts a new request's data operation, or leaves it due; then its signal
+ * when one follows unchained. 0 unless the request cannot go at all. */
+static int start_request(struct rma_req *r)
+{
+	int rc = post_data(r);
+	if (rc == -FI_EAGAIN) {
+		r->due_hold = r->lmr;
+		ofi_mr_ref(r->lmr);
+		set_due(r, &r->data_due);
+		return 0;
+	}
+	if (rc)
+		return rc;
+	if (r->signal_after) {
+		int src = post_signal(r);
+		if (src == -FI_EAGAIN) {
+			set_due(r, &r->sig_due);
+		} else if (src) {
+			req_fail(r, src);
+			atomic_fetch_add(&r->ncomplete, 1);
+		}
 	}
 	return 0;
 }
@@ -926,42 +1030,26 @@ static int put_common(void *p, int context, uint64_t src_off, void *src_mh, size
 	r->nops = (size ? 1 : 0) + (signal ? 1 : 0);
 	r->chain = signal && size && strong && c->dev->decision.order == POLICY_RMA_ORDER_CHAIN;
 	if (size) {
-		op_prepare(r, 0, rank, src->mr);
-		struct iovec iov = { .iov_base = src->data + src_off, .iov_len = size };
-		void *desc = ofi_ep_desc(c->ep, src->mr->desc);
-		struct fi_rma_iov riov = { .addr = dst->peers[rank].base + dst_off,
-					   .len = size,
-					   .key = dst->peers[rank].key };
-		struct fi_msg_rma msg = { .msg_iov = &iov,
-					  .desc = &desc,
-					  .iov_count = 1,
-					  .addr = c->peers[rank],
-					  .rma_iov = &riov,
-					  .rma_iov_count = 1,
-					  .context = &r->op[0].ctx };
-		/* delivery complete: NCCL reads a completed put as placed at the target */
-		uint64_t end = util_now_ns() + RMA_POST_WAIT_NS;
-		ssize_t prc;
-		do {
-			ofi_ep_enter(c->ep);
-			prc = fi_writemsg(c->ep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-			ofi_ep_leave(c->ep);
-		} while (post_again(c->ep, prc, false, end));
-		rc = (int)prc;
+		r->is_read = false;
+		r->lbuf = src->data + src_off;
+		r->len = size;
+		r->lmr = src->mr;
+		r->raddr = dst->peers[rank].base + dst_off;
+		r->rkey = dst->peers[rank].key;
+		r->dest = c->peers[rank];
+		r->signal_after = signal && !r->chain;
+		rc = start_request(r);
 		if (rc) {
-			op_unprepare(r, 0);
-			LOG_WARN(NCCL_NET, "RMA %s of %zu bytes to rank %u: fi_writemsg failed: %s",
-				 what, size, rank, ofi_strerror(rc));
 			req_put(r);
-			return ofi_err_sys(rc);
+			return rc;
 		}
-	}
-	if (signal && !r->chain) {
+	} else if (signal) {
 		rc = post_signal(r);
-		if (rc) {
-			/* the put (if any) is posted: the request ends with the error */
-			req_fail(r, rc);
-			atomic_fetch_add(&r->ncomplete, 1);
+		if (rc == -FI_EAGAIN) {
+			set_due(r, &r->sig_due);
+		} else if (rc) {
+			req_put(r);
+			return rc;
 		}
 	}
 	*request = r;
@@ -997,22 +1085,18 @@ static int read_common(struct rma_ctx *x, enum rma_req_kind kind, const char *wh
 		local = &r->scratch;
 		lmr = x->reqs_mr;
 	}
-	op_prepare(r, 0, rank, lmr);
-	uint64_t end = util_now_ns() + RMA_POST_WAIT_NS;
-	ssize_t prc;
-	do {
-		ofi_ep_enter(c->ep);
-		prc = fi_read(c->ep->ep, local, size, ofi_ep_desc(c->ep, lmr->desc), c->peers[rank],
-			      raddr, rkey, &r->op[0].ctx);
-		ofi_ep_leave(c->ep);
-	} while (post_again(c->ep, prc, false, end));
-	int rc = (int)prc;
+	r->is_read = true;
+	r->lbuf = local;
+	r->len = size;
+	r->lmr = lmr;
+	r->raddr = raddr;
+	r->rkey = rkey;
+	r->dest = c->peers[rank];
+	r->op[0].index = (int)(rank << 8);
+	int rc = start_request(r);
 	if (rc) {
-		op_unprepare(r, 0);
 		req_put(r);
-		LOG_WARN(NCCL_NET, "RMA %s of %zu bytes from rank %u: fi_read failed: %s", what, size,
-			 rank, ofi_strerror(rc));
-		return ofi_err_sys(rc);
+		return rc;
 	}
 	*request = r;
 	return 0;
@@ -1082,6 +1166,39 @@ int rma_iflush(void *p, int context, void *mh, uint32_t rank, void **request)
 			   w->peers[rank].base, w->peers[rank].key, request);
 }
 
+/* Posts what the provider had no room for when the request was made (or
+ * when its put completed): from test() and progress(), never under the CQ
+ * lock. The flags are taken by exchange, so two threads never post twice. */
+static void retry_due(struct rma_req *r)
+{
+	if (take_due(r, &r->data_due)) {
+		int rc = post_data(r);
+		if (rc == -FI_EAGAIN) {
+			set_due(r, &r->data_due);
+		} else {
+			ofi_mr_put(r->due_hold);
+			r->due_hold = NULL;
+			if (rc) {
+				/* none of its operations will go */
+				req_fail(r, rc);
+				atomic_store(&r->ncomplete, r->nops);
+			} else if (r->signal_after) {
+				set_due(r, &r->sig_due);
+			}
+		}
+	}
+	if (take_due(r, &r->sig_due)) {
+		/* a signal the provider had no room for */
+		int rc = post_signal(r);
+		if (rc == -FI_EAGAIN) {
+			set_due(r, &r->sig_due);
+		} else if (rc) {
+			req_fail(r, rc);
+			atomic_fetch_add(&r->ncomplete, 1);
+		}
+	}
+}
+
 int rma_test(void *p, void *request, int *done)
 {
 	struct rma_coll *c = coll_from(p, "test");
@@ -1097,16 +1214,7 @@ int rma_test(void *p, void *request, int *done)
 		if (prc < 0) {
 			req_fail(r, prc);
 		}
-		if (atomic_exchange(&r->sig_due, false)) {
-			/* a chained signal the provider had no room for in the callback */
-			int rc = post_signal(r);
-			if (rc == -FI_EAGAIN) {
-				atomic_store(&r->sig_due, true);
-			} else if (rc) {
-				req_fail(r, rc);
-				atomic_fetch_add(&r->ncomplete, 1);
-			}
-		}
+		retry_due(r);
 	}
 	if (atomic_load(&r->ncomplete) < r->nops) {
 		uint64_t waited = util_now_ns() - r->start_ns;
@@ -1148,6 +1256,10 @@ int rma_progress(void *p)
 	if (!x || x->magic != RMA_CTX_MAGIC)
 		return -FI_EINVAL;
 	int rc = ofi_ep_progress(x->coll->ep);
+	if (atomic_load_explicit(&x->ndue, memory_order_relaxed) > 0)
+		for (int i = 0; i < x->nreqs; i++)
+			if (atomic_load(&x->reqs[i].data_due) || atomic_load(&x->reqs[i].sig_due))
+				retry_due(&x->reqs[i]);
 	return rc < 0 ? rc : 0;
 }
 

@@ -537,7 +537,7 @@ static const struct unit_test tests[] = {
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && argv[1][0] != '-') {
+	if (argc > 1 && strchr(argv[1], '/')) {
 		plugin_path = argv[1];
 		argc--;
 		argv++;
