@@ -865,7 +865,10 @@ static int post_signal(struct rma_req *r)
 		.op = FI_SUM,
 		.context = &r->op[1].ctx,
 	};
-	uint64_t fl = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+	/* The signal's own completion only frees the request: no delivery
+	 * guarantee is asked of it (shm of 1.17 and 2.1 crashed in fi_cq_read
+	 * with FI_DELIVERY_COMPLETE atomics in flight). */
+	uint64_t fl = FI_COMPLETION;
 	if (c->dev->decision.order == POLICY_RMA_ORDER_FENCE && r->nops == 2 && !r->chain)
 		fl |= FI_FENCE;
 	struct iovec siov = { .iov_base = &r->sig_msg, .iov_len = sizeof(r->sig_msg) };
@@ -878,7 +881,7 @@ static int post_signal(struct rma_req *r)
 	ssize_t prc;
 	do {
 		ofi_ep_enter(c->ep);
-		prc = c->msg_signals ? fi_sendmsg(c->ep->ep, &smsg, fl & ~FI_DELIVERY_COMPLETE) :
+		prc = c->msg_signals ? fi_sendmsg(c->ep->ep, &smsg, fl) :
 				       fi_atomicmsg(c->ep->ep, &msg, fl);
 		ofi_ep_leave(c->ep);
 	} while (post_again(c->ep, prc, in_cb, &tries));

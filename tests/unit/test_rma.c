@@ -447,7 +447,7 @@ static int test_forged_key(void)
 
 /* A signal naming a window the target does not have: refused by the
  * target's plugin (signal messages) or by its provider (atomics); the
- * signal word never moves. */
+ * signal word never moves, also a second later. */
 static int test_forged_signal(void)
 {
 	uint64_t before = sig_word(1, 32);
@@ -471,10 +471,11 @@ static int test_forged_signal(void)
 	printf("  signal %s: sender's result %d (%s), target refused %u\n",
 	       msgs ? "message with a forged window id" : "with a forged key", rc,
 	       rc ? ofi_strerror(rc) : "no error", rma_test_refused(coll[1]) - refused);
+	/* signal messages: the target's plugin refuses and counts it; atomics:
+	 * the target's provider refuses it, and tells the sender or not (shm
+	 * completes an atomic once it is queued, and never answers this one) */
 	if (msgs)
 		CHECK_EQ(rma_test_refused(coll[1]) - refused, 1);
-	else
-		CHECK(rc != 0);
 	CHECK_EQ(sig_word(1, 32), before);
 	if (!msgs)
 		CHECK_EQ(regroup(), 0);
