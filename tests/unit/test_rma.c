@@ -331,10 +331,22 @@ static int do_close(int rank, void *arg)
 	return rc;
 }
 
+static int regroup_open(void);
+
 /* Closes the group and makes a new one, with the two windows. */
 static int regroup(void)
 {
-	int rc = both(do_close, NULL);
+	/* rank 0, which posts, first: see test_close_inflight */
+	int rc = do_close(0, NULL);
+	int rc1 = do_close(1, NULL);
+	rc = rc ? rc : rc1;
+	return rc ? rc : regroup_open();
+}
+
+/* ... after the ranks closed theirs (regroup) or their own way. */
+static int regroup_open(void)
+{
+	int rc = 0;
 	for (int r = 0; r < NR && !rc; r++) {
 		rc = rma_close_listen(lcomm[r]);
 		if (!rc)
@@ -360,7 +372,13 @@ static int test_close_inflight(void)
 					 NCCL_NET_SIGNAL_OP_INC, true, &req),
 			 0);
 	}
-	CHECK_EQ(regroup(), 0);
+	/* The initiator closes first: its destroyContext waits for (or cancels)
+	 * the puts in flight while the target still runs. (Both at once, in one
+	 * process over shm of libfabric 2.1, crashed in the provider: the
+	 * target's endpoint closed under puts into its region.) */
+	CHECK_EQ(do_close(0, NULL), 0);
+	CHECK_EQ(do_close(1, NULL), 0);
+	CHECK_EQ(regroup_open(), 0);
 	void *req = NULL;
 	data[1][100] = 0;
 	data[0][100] = 0x99;
@@ -574,7 +592,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rc = unit_main(tests, argc, argv);
-	if (both(do_close, NULL))
+	if (do_close(0, NULL) || do_close(1, NULL))
 		rc = rc ? rc : 1;
 	for (int r = 0; r < NR; r++) {
 		rma_close_listen(lcomm[r]);
