@@ -18,7 +18,16 @@
 static ncclResult_t rma_abi_init(void **ctx, uint64_t comm_id, ncclDebugLogger_t logger)
 {
 	(void)comm_id;
-	return abi_result(net_init(ctx, logger));
+	int rc = net_init(ctx, logger);
+	int n = 0;
+	if (rc == 0 && ctx && rma_devices(&n) == 0 && n == 0) {
+		/* NCCL finalizes only an RMA plugin it uses: where devices() will
+		 * say 0, no reference on the plugin context is kept (the reason is
+		 * in the init log) */
+		net_finalize(*ctx);
+		*ctx = NULL;
+	}
+	return abi_result(rc);
 }
 
 static ncclResult_t rma_abi_devices(int *ndev)
