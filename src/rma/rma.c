@@ -1227,16 +1227,26 @@ int rma_test(void *p, void *request, int *done)
 		 * RMA write with a key the target does not know. NCCL would wait
 		 * forever; the request fails, and its last completion (if one ever
 		 * comes) returns it to the pool. */
-		bool gave_up = false;
+		bool gave_up = false, unposted = false;
 		pthread_mutex_lock(&c->ep->cq_lock);
 		if (atomic_load(&r->ncomplete) < r->nops) {
-			r->abandoned = true;
 			gave_up = true;
+			/* what never reached the provider is dropped; what did is
+			 * cancelled, and its completion frees the request */
+			if (take_due(r, &r->data_due)) {
+				ofi_mr_put(r->due_hold);
+				r->due_hold = NULL;
+			}
+			take_due(r, &r->sig_due);
+			unposted = !atomic_load(&r->op[0].posted) && !atomic_load(&r->op[1].posted);
+			r->abandoned = !unposted;
 			for (int k = 0; k < 2; k++)
 				if (atomic_load(&r->op[k].posted))
 					ofi_ep_cancel(c->ep, &r->op[k].ctx);
 		}
 		pthread_mutex_unlock(&c->ep->cq_lock);
+		if (unposted)
+			req_put(r);
 		if (gave_up) {
 			LOG_WARN(NCCL_NET, "RMA operation to rank %d: no completion within "
 				 "NCCL_FABRIC_PEER_TIMEOUT (%.0f s); failed. The target refused it "
