@@ -18,6 +18,8 @@ enum cfg_type { CFG_STR, CFG_INT, CFG_BOOL, CFG_ENUM };
 enum cfg_hmem_mode { CFG_HMEM_AUTO = 0, CFG_HMEM_FORCE = 1, CFG_HMEM_OFF = 2 };
 /* Values of NCCL_FABRIC_FLUSH. */
 enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH_MODE_CUDA = 2 };
+/* Values of NCCL_FABRIC_RMA_PLUGIN. */
+enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CFG_RMA_PLUGIN_OFF = 2 };
 /* Most rails (endpoints) a device opens: NCCL_FABRIC_RAILS's bound, the
  * domain's endpoint table and the rail addresses a CONNECT carries. */
 #define CFG_MAX_RAILS 8
@@ -65,6 +67,11 @@ enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH
 	  "into the buffer the receiver announced, where the provider offers it. Off by "      \
 	  "default: a receive comm closed with announced buffers cannot stop a write already " \
 	  "on its way. 0: one tagged send after the clear-to-send.")                          \
+	X(RMA_PLUGIN, CFG_ENUM, "auto", 0, 0, "auto|force|off",                            \
+	  "NCCL's RMA plugin (device-initiated networking, ncclRmaPlugin_v14/v13). auto: "     \
+	  "offered where GPU memory goes to the provider (FI_HMEM, no CUDA calls) and it has " \
+	  "FI_RMA and FI_ATOMIC. force: also on host memory only, where the provider has "     \
+	  "FI_RMA and FI_ATOMIC (tests; NCCL's windows are GPU memory). off: never.")          \
 	X(SPEED, CFG_INT, "0", 0, 100000000, NULL,                                         \
 	  "Link speed reported to NCCL, in Mbps. 0: the NIC's link attributes, else "          \
 	  "/sys/class/net/<if>/speed, else 10000.")                                           \

@@ -24,6 +24,7 @@
 #include "ofi/ofi.h"
 #include "policy/policy.h"
 #include "proto/proto.h"
+#include "rma/rma.h"
 
 #define CORE_PLUGIN_NAME "Fabric"
 #define CORE_PLUGIN_VERSION "0.1.0"
@@ -37,6 +38,8 @@ struct core_plugin {
 	struct policy_hmem_decision hmem;
 	int ndevs;
 	struct proto_device devs[POLICY_MAX_DEVS];
+	/* NCCL's RMA plugin: each device's RMA entry (owned) and the verdict */
+	struct rma_device rma[POLICY_MAX_DEVS];
 	void *libfabric_pin;
 };
 

@@ -182,6 +182,8 @@ static void plugin_free(struct core_plugin *p)
 		pthread_mutex_destroy(&p->devs[d].open_lock);
 		if (p->devs[d].directed_info)
 			fi_freeinfo(p->devs[d].directed_info);
+		if (p->rma[d].info)
+			fi_freeinfo((struct fi_info *)p->rma[d].info);
 	}
 	ofi_discovery_free(&p->disc);
 	cuda_close();
@@ -214,6 +216,15 @@ static void log_decision(struct core_plugin *p)
 			 p->hmem.answer, p->hmem.p2p, p->hmem.dmabuf_reason, p->hmem.flush_reason,
 			 p->hmem.force_flush);
 	LOG_INFO(NCCL_INIT | NCCL_NET, "What NCCL will do: %s", p->hmem.nccl_effect);
+	if (p->ndevs > 0) {
+		LOG_INFO(NCCL_INIT | NCCL_NET, "device-initiated networking (RMA plugin): %s",
+			 p->rma[0].decision.reason);
+		if (p->rma[0].decision.offered)
+			LOG_INFO(NCCL_INIT | NCCL_NET, "RMA plugin: strong signals: %s",
+				 p->rma[0].decision.order_reason);
+		if (p->rma[0].decision.warning[0])
+			LOG_WARN(NCCL_INIT | NCCL_NET, "%s", p->rma[0].decision.warning);
+	}
 	if (p->hmem.verdict != POLICY_HMEM_PROMISED)
 		LOG_INFO(NCCL_INIT | NCCL_NET, "GPU memory remedy: %s", p->hmem.remedy);
 	if (p->hmem.warning[0])
@@ -224,6 +235,36 @@ static void log_decision(struct core_plugin *p)
 			  cd->prov, cd->domain, cd->fabric, d->attempts[cd->attempt].plan.label,
 			  cd->reason);
 	}
+}
+
+/* The device as NCCL's RMA plugin offers it: the same entry asked again with
+ * RMA and atomics (and FI_FENCE where the provider has it), and the policy's
+ * verdict. */
+static void rma_device_init(struct core_plugin *p, struct proto_device *dev,
+			    struct rma_device *r)
+{
+	const uint64_t need = FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ |
+			      FI_REMOTE_WRITE;
+	memset(r, 0, sizeof(*r));
+	r->net = dev;
+	struct fi_info *info = NULL;
+	if ((int)p->cfg.v[CFG_RMA_PLUGIN].i != CFG_RMA_PLUGIN_OFF) {
+		/* with atomics for signals where the provider has them, else without */
+		const uint64_t tries[] = { need | FI_FENCE, need,
+					   (need & ~FI_ATOMIC) | FI_MSG | FI_FENCE,
+					   (need & ~FI_ATOMIC) | FI_MSG };
+		for (size_t t = 0; t < sizeof(tries) / sizeof(tries[0]) && !info; t++)
+			info = ofi_info_with_caps(dev->info, tries[t]);
+	}
+	struct policy_rma_caps caps = { 0, 0, false };
+	if (info) {
+		caps.caps = info->caps;
+		caps.msg_order = info->tx_attr ? info->tx_attr->msg_order : 0;
+		caps.hmem = (info->caps & FI_HMEM) != 0;
+	}
+	r->info = info;
+	policy_rma((int)p->cfg.v[CFG_RMA_PLUGIN].i, p->disc.sel.provider, &caps,
+		   &p->hmem, &r->decision);
 }
 
 /* Builds the whole context; on failure returns NULL, with *rc the -FI_* code,
@@ -307,6 +348,7 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->progress_threads = rails.threads;
 		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
 		device_props(p, dev);
+		rma_device_init(p, dev, &p->rma[i]);
 	}
 	*rc = 0;
 	return p;
@@ -329,6 +371,7 @@ int net_init(void **ctx, ncclDebugLogger_t logger)
 			return rc;
 		}
 		proto_devices_set(p->devs, p->ndevs);
+		rma_devices_set(p->rma, p->ndevs);
 		__atomic_store_n(&plugin, p, __ATOMIC_RELEASE);
 		log_decision(p);
 	}
@@ -360,6 +403,7 @@ int net_finalize(void *ctx)
 		struct core_plugin *p = plugin;
 		__atomic_store_n(&plugin, NULL, __ATOMIC_RELEASE);
 		proto_devices_set(NULL, 0);
+		rma_devices_set(NULL, 0);
 		plugin_free(p);
 		LOG_INFO(NCCL_INIT | NCCL_NET, "finalized: every libfabric object closed");
 		log_set_logger(NULL);

@@ -25,6 +25,7 @@ struct report_view {
 	const struct policy_cuda_info *cuda;
 	const struct policy_hmem_decision *hmem;
 	const struct proto_device *devs;
+	const struct rma_device *rma; /* NCCL's RMA plugin, per device (NULL: no provider) */
 	int ndevs;
 	int dev_cuda_rc[POLICY_MAX_DEVS]; /* each device's own endpoint answer */
 	bool dev_cuda_known[POLICY_MAX_DEVS];
@@ -178,6 +179,16 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 		fprintf(out, "  remedy:    %s\n", v->hmem->remedy);
 		if (v->hmem->warning[0])
 			fprintf(out, "  WARNING:   %s\n", v->hmem->warning);
+		if (v->rma && v->ndevs > 0) {
+			const struct policy_rma_decision *r = &v->rma[0].decision;
+			fprintf(out, "  device-initiated networking (NCCL's RMA plugin, "
+				     "NCCL_FABRIC_RMA_PLUGIN=%s): %s\n",
+				v->cfg->v[CFG_RMA_PLUGIN].s, r->offered ? "OFFERED" : "not offered");
+			fprintf(out, "    why:     %s\n", r->reason);
+			fprintf(out, "    signals: %s\n", r->order_reason);
+			if (r->warning[0])
+				fprintf(out, "    WARNING: %s\n", r->warning);
+		}
 	} else {
 		fprintf(out, "  remedy:    nccl-fabric-info --candidates lists what libfabric offered "
 			     "and why each was rejected; FI_LOG_LEVEL=warn shows libfabric's side\n");
@@ -384,6 +395,18 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "remedy", v->hmem->remedy, true);
 		json_kv_str(out, "warning", v->hmem->warning, false);
 	}
+	fputs("},\"rma\":{", out);
+	if (sel->ok && v->rma && v->ndevs > 0) {
+		const struct policy_rma_decision *r = &v->rma[0].decision;
+		json_kv_str(out, "setting", v->cfg->v[CFG_RMA_PLUGIN].s, true);
+		fprintf(out, "\"offered\":%s,\"gpu\":%s,\"msg_signals\":%s,",
+			r->offered ? "true" : "false", r->gpu ? "true" : "false",
+			r->msg_signals ? "true" : "false");
+		json_kv_str(out, "ordering", policy_rma_order_name(r->order), true);
+		json_kv_str(out, "reason", r->reason, true);
+		json_kv_str(out, "signals", r->order_reason, true);
+		json_kv_str(out, "warning", r->warning, false);
+	}
 	fputs("},\"settings\":", out);
 	cfg_dump(v->cfg, out, 1);
 	fputs("}\n", out);
@@ -406,6 +429,7 @@ int core_report_write(FILE *out, int flags)
 		v.cuda = &p->cuda;
 		v.hmem = &p->hmem;
 		v.devs = p->devs;
+		v.rma = p->rma;
 		v.ndevs = p->ndevs;
 		v.live = true;
 		ask_devices(&v);

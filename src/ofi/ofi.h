@@ -108,6 +108,8 @@ struct ofi_domain_attr {
 	bool progress_threads;      /* one progress thread per endpoint */
 	bool rma_write;             /* large messages may go as RMA writes */
 	size_t buf_size;            /* bounce buffers' size (0: none) */
+	bool random_keys;           /* registration keys drawn at random (RMA windows: a
+				     * stale or guessed key then names no window) */
 	int cq_batch;
 	const char *name;           /* device name, for messages */
 };
@@ -138,6 +140,7 @@ struct ofi_domain {
 	pthread_mutex_t lock;       /* MR cache and key counter */
 	struct ofi_mr_cache mrs;
 	uint64_t next_key;
+	bool random_keys;           /* ofi_domain_attr.random_keys */
 	int mr_mode;
 	bool hmem, rma;
 	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */

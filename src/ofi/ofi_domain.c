@@ -59,6 +59,7 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	dom->id_rng |= 1; /* xorshift never leaves 0 */
 	ofi_mr_cache_init(&dom->mrs);
 	dom->next_key = 1;
+	dom->random_keys = attr->random_keys;
 	dom->hmem = attr->hmem;
 	dom->expected_cuda_rc = attr->expected_cuda_rc;
 	dom->cq_batch = attr->cq_batch > 0 ? attr->cq_batch : 32;
@@ -347,6 +348,23 @@ struct ofi_mr_dmabuf {
 };
 #define OFI_MR_DMABUF (1ULL << 40)
 
+/* The key to request (no FI_MR_PROV_KEY): the next one, or a random one
+ * within the provider's key size, never 0; caller holds dom->lock. */
+static uint64_t mr_next_key(struct ofi_domain *dom)
+{
+	if (!dom->random_keys)
+		return dom->next_key++;
+	size_t bytes = dom->info->domain_attr->mr_key_size;
+	uint64_t k = 0;
+	for (int tries = 0; tries < 8 && !k; tries++) {
+		if (getrandom(&k, sizeof(k), GRND_NONBLOCK) != sizeof(k))
+			k = util_now_ns() * 0x9e3779b97f4a7c15ULL ^ dom->next_key++;
+		if (bytes && bytes < 8)
+			k &= (1ULL << (8 * bytes)) - 1;
+	}
+	return k ? k : dom->next_key++;
+}
+
 static int mr_register_locked(struct ofi_domain *dom, struct ofi_mr *m,
 			      const struct ofi_mr_dmabuf *dmabuf)
 {
@@ -357,7 +375,7 @@ static int mr_register_locked(struct ofi_domain *dom, struct ofi_mr *m,
 	attr->mr_iov = dmabuf ? (const struct iovec *)(const void *)dmabuf : &iov;
 	attr->iov_count = 1;
 	attr->access = mr_access(dom);
-	attr->requested_key = (dom->mr_mode & FI_MR_PROV_KEY) ? 0 : dom->next_key++;
+	attr->requested_key = (dom->mr_mode & FI_MR_PROV_KEY) ? 0 : mr_next_key(dom);
 	attr->iface = m->iface;
 	if (m->iface == FI_HMEM_CUDA)
 		attr->device.cuda = m->device;

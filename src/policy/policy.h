@@ -187,6 +187,42 @@ void policy_hmem(const struct policy_selection *sel, const struct policy_probe *
 const char *policy_cuda_answer(int rc, uint32_t fi_version);
 const char *policy_verdict_name(enum policy_hmem_verdict v);
 
+/* ---- NCCL's RMA plugin (device-initiated networking) ---- */
+
+/* How a strong signal is kept behind the put it follows. */
+enum policy_rma_order {
+	POLICY_RMA_ORDER_PROVIDER = 1, /* tx msg_order orders the signal behind the write
+					* (FI_ORDER_WAW for atomics, FI_ORDER_SAW for messages) */
+	POLICY_RMA_ORDER_FENCE = 2,    /* FI_FENCE: the signal is posted fenced */
+	POLICY_RMA_ORDER_CHAIN = 3,    /* neither: the put asks for FI_DELIVERY_COMPLETE and
+					* the signal is posted from its completion */
+};
+
+/* What the provider's RMA entry offers (filled by core from fi_info, an
+ * input here): caps 0 when the provider has no such entry. */
+struct policy_rma_caps {
+	uint64_t caps;        /* FI_RMA, FI_ATOMIC, FI_MSG, FI_READ, FI_WRITE, FI_REMOTE_*, FI_FENCE */
+	uint64_t msg_order;   /* tx_attr->msg_order */
+	bool hmem;            /* the entry has FI_HMEM */
+};
+
+struct policy_rma_decision {
+	bool offered;         /* devices() reports the devices; else 0 */
+	bool gpu;             /* GPU windows (NCCL_PTR_CUDA); else host memory only */
+	bool msg_signals;     /* no FI_ATOMIC: a signal is a message the target's plugin
+			       * applies (host windows only) */
+	enum policy_rma_order order;
+	char reason[512];     /* offered or not, and why, in one sentence */
+	char order_reason[POLICY_REASON_LEN];
+	char warning[POLICY_REASON_LEN]; /* non-empty: logged as WARN */
+};
+
+/* mode: NCCL_FABRIC_RMA_PLUGIN (enum cfg_rma_plugin_mode); hmem: the
+ * GPU-memory decision already taken. */
+void policy_rma(int mode, const char *provider, const struct policy_rma_caps *caps,
+		const struct policy_hmem_decision *hmem, struct policy_rma_decision *out);
+const char *policy_rma_order_name(enum policy_rma_order o);
+
 /* Rails (endpoints per device) and progress threads. Pure: the CPUs and the
  * settings in; a choice and its reason out. */
 struct policy_rails_choice {

@@ -4,7 +4,7 @@
 #   check_layers.sh SRC_DIR
 set -uo pipefail
 src=${1:?usage: check_layers.sh SRC_DIR}
-order=(abi core proto ofi cuda policy cfg log util net nccl)
+order=(abi core rma proto ofi cuda policy cfg log util net nccl)
 rank() {
   local i
   for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done

@@ -1482,7 +1482,73 @@ static int test_datapath_defaults(void)
 	return 0;
 }
 
+/* NCCL's RMA plugin: offered or not, GPU or host windows, signals and their
+ * order, for every setting and the capabilities that decide. */
+static int test_rma_verdict(void)
+{
+	const uint64_t rw = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	struct policy_hmem_decision gpu, host;
+	memset(&gpu, 0, sizeof(gpu));
+	memset(&host, 0, sizeof(host));
+	gpu.use_hmem = true;
+	gpu.verdict = POLICY_HMEM_PROMISED;
+	snprintf(host.reason, sizeof(host.reason), "host memory only: no GPU");
+	static const struct {
+		int mode;
+		uint64_t caps, order;
+		bool hmem_entry, gpu_decision;
+		bool offered, gpu, msgs;
+		enum policy_rma_order how;
+		const char *reason_has;
+	} rows[] = {
+		/* auto: GPU memory and atomics */
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_ATOMIC | FI_HMEM, 0, true, true, true, true, false,
+		  POLICY_RMA_ORDER_CHAIN, "offered on GPU" },
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_ATOMIC | FI_HMEM, FI_ORDER_WAW, true, true, true, true,
+		  false, POLICY_RMA_ORDER_PROVIDER, "offered on GPU" },
+		/* RMA-only order bits do not order an atomic behind a write */
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_ATOMIC | FI_HMEM, FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_WAW,
+		  true, true, true, true, false, POLICY_RMA_ORDER_CHAIN, "offered on GPU" },
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_ATOMIC | FI_FENCE | FI_HMEM, 0, true, true, true, true,
+		  false, POLICY_RMA_ORDER_FENCE, "offered on GPU" },
+		/* auto without GPU memory, or without atomics for GPU signals */
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_ATOMIC, 0, false, false, false, false, false,
+		  POLICY_RMA_ORDER_CHAIN, "not offered: no GPU windows" },
+		{ CFG_RMA_PLUGIN_AUTO, rw | FI_MSG | FI_HMEM, FI_ORDER_SAW, true, true, false, false,
+		  true, POLICY_RMA_ORDER_PROVIDER, "no FI_ATOMIC" },
+		/* force: host memory; native tcp's messages ordered by FI_ORDER_SAW */
+		{ CFG_RMA_PLUGIN_FORCE, rw | FI_ATOMIC, 0, false, false, true, false, false,
+		  POLICY_RMA_ORDER_CHAIN, "host memory only" },
+		{ CFG_RMA_PLUGIN_FORCE, rw | FI_MSG, FI_ORDER_SAW | FI_ORDER_WAW, false, false, true,
+		  false, true, POLICY_RMA_ORDER_PROVIDER, "host memory only" },
+		/* missing capabilities, and off */
+		{ CFG_RMA_PLUGIN_FORCE, FI_MSG | FI_ATOMIC, 0, false, false, false, false, false,
+		  POLICY_RMA_ORDER_CHAIN, "lacks FI_RMA" },
+		{ CFG_RMA_PLUGIN_FORCE, rw, 0, false, false, false, false, false,
+		  POLICY_RMA_ORDER_CHAIN, "FI_ATOMIC and FI_MSG" },
+		{ CFG_RMA_PLUGIN_OFF, rw | FI_ATOMIC | FI_HMEM, 0, true, true, false, false, false,
+		  POLICY_RMA_ORDER_CHAIN, "NCCL_FABRIC_RMA_PLUGIN=off" },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct policy_rma_caps caps = { rows[i].caps, rows[i].order, rows[i].hmem_entry };
+		struct policy_rma_decision d;
+		policy_rma(rows[i].mode, "prov", &caps, rows[i].gpu_decision ? &gpu : &host, &d);
+		if (d.offered != rows[i].offered || d.gpu != rows[i].gpu ||
+		    d.msg_signals != rows[i].msgs || d.order != rows[i].how)
+			fprintf(stderr, "  row %zu: %s / %s\n", i, d.reason, d.order_reason);
+		CHECK_EQ(d.offered, rows[i].offered);
+		CHECK_EQ(d.gpu, rows[i].gpu);
+		CHECK_EQ(d.msg_signals, rows[i].msgs);
+		CHECK_EQ(d.order, rows[i].how);
+		CHECK_STR_CONTAINS(d.reason, rows[i].reason_has);
+		CHECK(d.order_reason[0] != 0);
+		CHECK_EQ(d.warning[0] != 0, rows[i].mode == CFG_RMA_PLUGIN_FORCE && d.offered);
+	}
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_rma_verdict, "RMA plugin: offered or not, windows, signals and their order"),
 	TEST_ENTRY(test_datapath_defaults, "rails, progress threads and eager limit from provider and CPUs"),
 	TEST_ENTRY(test_hmem_flush, "flush method and forceFlush follow RMA, driver and write ordering"),
 	TEST_ENTRY(test_plan_unnamed, "plan: FI_HMEM first, RMA variants, remote only when unnamed"),
