@@ -379,7 +379,21 @@ static int victim(int to_hostile, int from_hostile)
 		drains = false;
 	if (drains && getenv("HOSTILE_DATA_ROUNDS") == NULL && drained == 0)
 		return fail("victim", "forged data messages were sent throughout, none was drained");
-	close(to_hostile); /* the hostile process stops */
+	/* The hostile process stops forging and waits for its forgeries to be
+	 * taken before it leaves: tcp;ofi_rxm of 1.17 crashes when a receive
+	 * takes the first segment of a message whose connection already closed
+	 * (README, known limits), which the drain would do at teardown. */
+	char quiet = 's';
+	if (write(to_hostile, &quiet, 1) == 1) {
+		fd_set fds;
+		FD_ZERO(&fds);
+		FD_SET(from_hostile, &fds);
+		struct timeval tv = {(time_t)(10 * mult), 0};
+		if (select(from_hostile + 1, &fds, NULL, NULL, &tv) > 0)
+			(void)!read(from_hostile, &quiet, 1);
+		usleep(500000); /* the drain's next walks take what is left */
+	}
+	close(to_hostile); /* the hostile process leaves */
 	net_close_send(sc);
 	net_close_recv(rc);
 	net_close_send(sc2);
@@ -615,7 +629,7 @@ static int hostile(int from_victim, int to_victim)
 		FD_SET(from_victim, &fds);
 		struct timeval tv = {0, round_us};
 		if (select(from_victim + 1, &fds, NULL, NULL, &tv) > 0)
-			break; /* EOF: the victim is done */
+			break; /* the victim is done */
 		hostile_round(ep, to, &h, &dev->layout, dev->prov_hash);
 		rounds++;
 		if (peer && peer_send_pump())
@@ -624,6 +638,21 @@ static int hostile(int from_victim, int to_victim)
 	printf("hostile: %d rounds, %ld forged messages posted, %ld of them data; %ld messages "
 	       "of the peer stream posted\n", rounds, posted_total, posted_data, psent);
 	fflush(stdout);
+	char cmd;
+	if (read(from_victim, &cmd, 1) == 1) {
+		/* quiet: every forgery handed over (bounded), then say so and wait
+		 * for the victim to be done with them */
+		double quiet_until = now_s() + 2 * mult;
+		for (bool busy = true; busy && now_s() < quiet_until;) {
+			busy = false;
+			for (int i = 0; i < HOSTILE_OPS; i++)
+				busy |= ops[i].busy;
+			(void)ofi_ep_progress(ep);
+		}
+		(void)!write(to_victim, &cmd, 1);
+		while (read(from_victim, &cmd, 1) > 0)
+			;
+	}
 	/* leave without closing: what a crashed or malicious process does */
 	_exit(0);
 }
