@@ -95,4 +95,13 @@ ncclResult_t abi_finalize(void *ctx);
 		(dst)->maxCollBytes = (src)->max_coll_bytes;     \
 	} while (0)
 
+/* v12 (the net and RMA tables of NCCL 2.30): v11's multi-requests, rail and plane ids. */
+#define ABI_PROPS_V12(dst, src)                                               \
+	do {                                                                  \
+		ABI_PROPS_V9(dst, src);                                       \
+		(dst)->maxMultiRequestSize = (src)->max_multi_request_size;   \
+		(dst)->railId = (src)->rail_id;                               \
+		(dst)->planeId = (src)->plane_id;                             \
+	} while (0)
+
 #endif

@@ -7,10 +7,7 @@ static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props)
 	struct net_props p;
 	int rc = net_get_properties(dev, &p);
 	if (rc == 0) {
-		ABI_PROPS_V9(props, &p);
-		props->maxMultiRequestSize = p.max_multi_request_size;
-		props->railId = p.rail_id;
-		props->planeId = p.plane_id;
+		ABI_PROPS_V12(props, &p);
 	}
 	return abi_result(rc);
 }

@@ -239,6 +239,18 @@ static struct rma_ctx *ctx_from(void *p, int context, const char *what)
 	return x;
 }
 
+/* ctx_from, and rank a rank of its group. */
+static struct rma_ctx *ctx_rank_from(void *p, int context, uint32_t rank, const char *what)
+{
+	struct rma_ctx *x = ctx_from(p, context, what);
+	if (x && rank >= (uint32_t)x->coll->nranks) {
+		LOG_WARN(NCCL_NET, "RMA %s: rank %u out of range (%d ranks)", what, rank,
+			 x->coll->nranks);
+		return NULL;
+	}
+	return x;
+}
+
 /* A live window of coll: handles stay valid memory until closeColl, so a
  * deregistered one is recognised and refused rather than read after free. */
 static bool in_window_u(uint64_t off, size_t len, uint64_t size)
@@ -974,15 +986,11 @@ static int put_common(void *p, int context, uint64_t src_off, void *src_mh, size
 		      bool strong, void **request)
 {
 	const char *what = signal ? "iputSignal" : "iput";
-	struct rma_ctx *x = ctx_from(p, context, what);
+	struct rma_ctx *x = ctx_rank_from(p, context, rank, what);
 	if (!x || !request)
 		return -FI_EINVAL;
 	*request = NULL;
 	struct rma_coll *c = x->coll;
-	if (rank >= (uint32_t)c->nranks) {
-		LOG_WARN(NCCL_NET, "RMA %s: rank %u out of range (%d ranks)", what, rank, c->nranks);
-		return -FI_EINVAL;
-	}
 	struct rma_win *src = NULL, *dst = NULL, *sig = NULL;
 	if (size) {
 		src = win_from(c, src_mh, what, "source");
@@ -1108,15 +1116,11 @@ static int read_common(struct rma_ctx *x, enum rma_req_kind kind, const char *wh
 int rma_iget(void *p, int context, uint64_t remote_off, void *remote_mh, size_t size,
 	     uint64_t local_off, void *local_mh, uint32_t rank, void **request)
 {
-	struct rma_ctx *x = ctx_from(p, context, "iget");
+	struct rma_ctx *x = ctx_rank_from(p, context, rank, "iget");
 	if (!x || !request)
 		return -FI_EINVAL;
 	*request = NULL;
 	struct rma_coll *c = x->coll;
-	if (rank >= (uint32_t)c->nranks) {
-		LOG_WARN(NCCL_NET, "RMA iget: rank %u out of range (%d ranks)", rank, c->nranks);
-		return -FI_EINVAL;
-	}
 	if (!size) {
 		struct rma_req *r = req_get(x, RMA_REQ_NOP, "iget");
 		if (!r)
@@ -1143,15 +1147,11 @@ int rma_iget(void *p, int context, uint64_t remote_off, void *remote_mh, size_t 
 
 int rma_iflush(void *p, int context, void *mh, uint32_t rank, void **request)
 {
-	struct rma_ctx *x = ctx_from(p, context, "iflush");
+	struct rma_ctx *x = ctx_rank_from(p, context, rank, "iflush");
 	if (!x || !request)
 		return -FI_EINVAL;
 	*request = NULL;
 	struct rma_coll *c = x->coll;
-	if (rank >= (uint32_t)c->nranks) {
-		LOG_WARN(NCCL_NET, "RMA iflush: rank %u out of range (%d ranks)", rank, c->nranks);
-		return -FI_EINVAL;
-	}
 	struct rma_win *w = win_from(c, mh, "iflush", "flushed");
 	if (!w)
 		return -FI_EINVAL;
