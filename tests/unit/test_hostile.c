@@ -393,13 +393,17 @@ static int victim(int to_hostile, int from_hostile)
 			(void)!read(from_hostile, &quiet, 1);
 		usleep(500000); /* the drain's next walks take what is left */
 	}
-	close(to_hostile); /* the hostile process leaves */
+	/* The hostile process stays, progressing, until the victim has
+	 * finalized: a connection that closes under rxm 1.17 while its
+	 * segmented forgeries are still arriving would crash the victim's last
+	 * CQ reads, the bug above again. */
 	net_close_send(sc);
 	net_close_recv(rc);
 	net_close_send(sc2);
 	net_close_recv(rc2);
 	net_close_listen(lcomm);
 	net_finalize(ctx);
+	close(to_hostile); /* the hostile process leaves */
 	return 0;
 }
 
@@ -650,8 +654,17 @@ static int hostile(int from_victim, int to_victim)
 			(void)ofi_ep_progress(ep);
 		}
 		(void)!write(to_victim, &cmd, 1);
-		while (read(from_victim, &cmd, 1) > 0)
-			;
+		/* answer the victim's closes until it is gone */
+		for (;;) {
+			fd_set fds;
+			FD_ZERO(&fds);
+			FD_SET(from_victim, &fds);
+			struct timeval tv = {0, 1000};
+			if (select(from_victim + 1, &fds, NULL, NULL, &tv) > 0 &&
+			    read(from_victim, &cmd, 1) <= 0)
+				break;
+			(void)ofi_ep_progress(ep);
+		}
 	}
 	/* leave without closing: what a crashed or malicious process does */
 	_exit(0);
