@@ -6,6 +6,14 @@
  * every result against values computed exactly on the host, times the
  * collectives with CUDA events and writes one CSV row per collective and size.
  *
+ * Symmetric memory (--sym, multi mode, NCCL 2.27+): both buffers come from
+ * ncclMemAlloc and are registered as NCCL_WIN_COLL_SYMMETRIC windows, as
+ * NCCL's device API and its copy-engine collectives need. With NCCL 2.30+ the
+ * put_signal "collective" is a ring of ncclPutSignal into the right
+ * neighbour's receive window and ncclWaitSignal on the left one's signal:
+ * NCCL carries it across hosts through an RMA plugin. A communicator that
+ * gets no window (NCCL: "Symmetric memory is not supported") exits with 4.
+ *
  * Two modes:
  *   single  one process drives every GPU (ncclCommInitAll + group calls).
  *   multi   one process per GPU. Ranks come from RANK / WORLD_SIZE / LOCAL_RANK;
@@ -26,7 +34,7 @@
  * all_gather, reduce_scatter, alltoall (n-1)/n, broadcast and send/recv 1).
  *
  * Exit status: 0 all good, 1 data errors, 2 NCCL/CUDA/usage error, 3 watchdog
- * timeout. The file is C11 and also compiles as C++ (the build falls back to
+ * timeout, 4 no symmetric window (--sym). The file is C11 and also compiles as C++ (the build falls back to
  * C++ when nccl.h does not compile as C).
  */
 #ifndef _GNU_SOURCE
@@ -65,12 +73,21 @@ enum {
 	COLL_BROADCAST,
 	COLL_ALLTOALL,
 	COLL_SENDRECV,
+	COLL_PUT_SIGNAL, /* --sym, NCCL 2.30+; not part of "all" */
 	COLL_COUNT
 };
 
 static const char *const coll_names[COLL_COUNT] = {
 	"all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall", "sendrecv",
+	"put_signal",
 };
+
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define BENCH_HAVE_WINDOWS 1
+#endif
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0)
+#define BENCH_HAVE_PUT_SIGNAL 1
+#endif
 
 /* Bus bandwidth factor: how many times each byte of "bytes" crosses the
  * slowest link of a ring, so that busbw is comparable across collectives. */
@@ -83,7 +100,7 @@ static double coll_busbw_factor(int coll, int n)
 	case COLL_REDUCE_SCATTER:
 	case COLL_ALLTOALL:
 		return (double)(n - 1) / n;
-	default: /* broadcast, sendrecv */
+	default: /* broadcast, sendrecv, put_signal */
 		return 1.0;
 	}
 }
@@ -172,7 +189,7 @@ static float expect_value(int coll, int r, int n, int root, size_t c, int blk, s
 		return pattern(root, i);
 	case COLL_ALLTOALL:
 		return pattern(blk, (size_t)r * c + i);
-	default: /* sendrecv: ring, from the left neighbour */
+	default: /* sendrecv and put_signal: ring, from the left neighbour */
 		return pattern((r - 1 + n) % n, i);
 	}
 }
@@ -248,6 +265,7 @@ typedef struct {
 	int root;
 	int timeout_s;
 	int plan_only;
+	int sym; /* --sym: symmetric windows (multi mode) */
 } opts_t;
 
 static void usage(FILE *f)
@@ -262,7 +280,10 @@ static void usage(FILE *f)
 		"                       (default $NCCL_BENCH_ID_DIR)\n"
 		"  --ngpus N            single: number of GPUs (default: all visible)\n"
 		"  --colls LIST         comma list of all_reduce,all_gather,reduce_scatter,broadcast,\n"
-		"                       alltoall,sendrecv or 'all' (default all)\n"
+		"                       alltoall,sendrecv or 'all' (default all), and put_signal\n"
+		"                       (needs --sym and NCCL 2.30+; not in 'all')\n"
+		"  --sym                multi: buffers from ncclMemAlloc, registered as symmetric\n"
+		"                       windows (NCCL 2.27+); exit 4 when NCCL gives no window\n"
 		"  --min-bytes SIZE     first size (default 8); SIZE takes K, M, G suffixes (x1024)\n"
 		"  --max-bytes SIZE     last size (default 1G)\n"
 		"  --factor N           size step, integer >= 2 (default 2)\n"
@@ -280,7 +301,8 @@ static void usage(FILE *f)
 		"  --plan               print the sizes and iteration counts and exit (no GPU needed;\n"
 		"                       rank count from --ngpus or WORLD_SIZE, default 2)\n"
 		"  -h, --help\n"
-		"exit status: 0 ok, 1 data errors, 2 NCCL/CUDA/usage error, 3 watchdog timeout\n");
+		"exit status: 0 ok, 1 data errors, 2 NCCL/CUDA/usage error, 3 watchdog timeout,\n"
+		"4 no symmetric window (--sym)\n");
 }
 
 static void die_usage(const char *fmt, const char *arg)
@@ -351,7 +373,7 @@ static int parse_colls(const char *list, int *colls)
 
 		if (strcmp(tok, "all") == 0) {
 			for (c = 0; c < COLL_COUNT; c++)
-				colls[c] = 1;
+				colls[c] = c != COLL_PUT_SIGNAL;
 			any = 1;
 			continue;
 		}
@@ -404,7 +426,7 @@ static void opts_parse(int argc, char **argv, opts_t *o)
 	o->timeout_s = 300;
 	o->id_dir = getenv("NCCL_BENCH_ID_DIR");
 	for (c = 0; c < COLL_COUNT; c++)
-		o->colls[c] = 1;
+		o->colls[c] = c != COLL_PUT_SIGNAL;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -416,6 +438,9 @@ static void opts_parse(int argc, char **argv, opts_t *o)
 			exit(0);
 		} else if (strcmp(a, "--plan") == 0) {
 			o->plan_only = 1;
+			continue;
+		} else if (strcmp(a, "--sym") == 0) {
+			o->sym = 1;
 			continue;
 		}
 		/* every other option takes a value */
@@ -483,6 +508,18 @@ static void opts_parse(int argc, char **argv, opts_t *o)
 		die_usage("--min-bytes is larger than --max-bytes%s", "");
 	if (o->min_iters > o->iters)
 		o->min_iters = o->iters;
+#ifndef BENCH_HAVE_WINDOWS
+	if (o->sym)
+		die_usage("--sym needs NCCL 2.27 or newer (this nccl.h is older)%s", "");
+#endif
+#ifndef BENCH_HAVE_PUT_SIGNAL
+	if (o->colls[COLL_PUT_SIGNAL])
+		die_usage("put_signal needs NCCL 2.30 or newer (this nccl.h is older)%s", "");
+#endif
+	if (o->sym && !o->multi && !o->plan_only)
+		die_usage("--sym needs --mode multi%s", "");
+	if (o->colls[COLL_PUT_SIGNAL] && !o->sym)
+		die_usage("put_signal needs --sym (its target is the peer's window)%s", "");
 }
 
 /* Iterations for one size: the full count up to scale_bytes, then shrinking in
@@ -610,6 +647,10 @@ typedef struct {
 	/* multi mode: small device buffers to combine errors and time over ranks */
 	int64_t *dev_err;
 	double *dev_time;
+	int sym; /* buffers from ncclMemAlloc, registered as windows below */
+#ifdef BENCH_HAVE_WINDOWS
+	ncclWindow_t sendwin, recvwin;
+#endif
 } bench_t;
 
 static double now_s(void)
@@ -685,6 +726,8 @@ static void bench_launch(bench_t *b, int coll, const coll_size_t *s, int root)
 				NCCL_CHECK(ncclRecv(out + (size_t)p * s->count, s->count, ncclFloat32, p, comm, st));
 			}
 			break;
+		case COLL_PUT_SIGNAL:
+			break; /* outside the group: bench_launch_put_signal() */
 		default: /* sendrecv: ring, send right, receive from the left */
 			NCCL_CHECK(ncclSend(in, s->count, ncclFloat32, (rank + 1) % n, comm, st));
 			NCCL_CHECK(ncclRecv(out, s->count, ncclFloat32, (rank - 1 + n) % n, comm, st));
@@ -692,6 +735,45 @@ static void bench_launch(bench_t *b, int coll, const coll_size_t *s, int root)
 		}
 	}
 	NCCL_CHECK(ncclGroupEnd());
+}
+
+/* put_signal (multi mode, one GPU per process): the send buffer into the right
+ * neighbour's receive window with signal 0, then wait for the left one's. */
+static void bench_launch_put_signal(bench_t *b, const coll_size_t *s)
+{
+#ifdef BENCH_HAVE_PUT_SIGNAL
+	int n = b->nranks, rank = b->rank0;
+	ncclWaitSignalDesc_t want;
+
+	NCCL_CHECK(ncclPutSignal(b->sendbuf[0], s->count, ncclFloat32, (rank + 1) % n, b->recvwin, 0,
+				 0, 0, 0, b->comms[0], b->streams[0]));
+	memset(&want, 0, sizeof(want));
+	want.opCnt = 1;
+	want.peer = (rank - 1 + n) % n;
+	NCCL_CHECK(ncclWaitSignal(1, &want, b->comms[0], b->streams[0]));
+#else
+	(void)b;
+	(void)s;
+#endif
+}
+
+/* One instance of collective coll on every local GPU. */
+static void bench_run(bench_t *b, int coll, const coll_size_t *s, int root)
+{
+	if (coll == COLL_PUT_SIGNAL)
+		bench_launch_put_signal(b, s);
+	else
+		bench_launch(b, coll, s, root);
+}
+
+/* Multi mode: every rank has reached this point (a one-element all_reduce). */
+static void bench_barrier(bench_t *b)
+{
+	if (b->dev_err == NULL)
+		return;
+	NCCL_CHECK(ncclAllReduce(b->dev_err, b->dev_err, 1, ncclInt64, ncclSum, b->comms[0],
+				 b->streams[0]));
+	bench_wait(b);
 }
 
 /* Copies every local output back and checks it. Returns the error count over
@@ -840,6 +922,7 @@ static void bench_init(bench_t *b, const opts_t *o)
 	size_t i;
 
 	memset(b, 0, sizeof(*b));
+	b->sym = o->sym;
 	CUDA_CHECK(cudaGetDeviceCount(&ndev_visible));
 	if (ndev_visible < 1) {
 		fprintf(stderr, "nccl_bench: FATAL: no CUDA device visible\n");
@@ -905,8 +988,13 @@ static void bench_init(bench_t *b, const opts_t *o)
 		CUDA_CHECK(cudaStreamCreateWithFlags(&b->streams[d], cudaStreamNonBlocking));
 		CUDA_CHECK(cudaEventCreate(&b->ev_start[d]));
 		CUDA_CHECK(cudaEventCreate(&b->ev_stop[d]));
-		CUDA_CHECK(cudaMalloc((void **)&b->sendbuf[d], max_elems * sizeof(float)));
-		CUDA_CHECK(cudaMalloc((void **)&b->recvbuf[d], max_elems * sizeof(float)));
+		if (o->sym) {
+			NCCL_CHECK(ncclMemAlloc((void **)&b->sendbuf[d], max_elems * sizeof(float)));
+			NCCL_CHECK(ncclMemAlloc((void **)&b->recvbuf[d], max_elems * sizeof(float)));
+		} else {
+			CUDA_CHECK(cudaMalloc((void **)&b->sendbuf[d], max_elems * sizeof(float)));
+			CUDA_CHECK(cudaMalloc((void **)&b->recvbuf[d], max_elems * sizeof(float)));
+		}
 		for (i = 0; i < max_elems; i++)
 			host_in[i] = pattern(rank, i);
 		CUDA_CHECK(cudaMemcpy(b->sendbuf[d], host_in, max_elems * sizeof(float),
@@ -933,6 +1021,25 @@ static void bench_init(bench_t *b, const opts_t *o)
 		}
 		CUDA_CHECK(cudaMalloc((void **)&b->dev_err, sizeof(int64_t)));
 		CUDA_CHECK(cudaMalloc((void **)&b->dev_time, sizeof(double)));
+#ifdef BENCH_HAVE_WINDOWS
+		if (o->sym) {
+			size_t bytes = max_elems * sizeof(float);
+
+			watchdog_arm(o->timeout_s, "symmetric window registration");
+			NCCL_CHECK(ncclCommWindowRegister(b->comms[0], b->sendbuf[0], bytes, &b->sendwin,
+							  NCCL_WIN_COLL_SYMMETRIC));
+			NCCL_CHECK(ncclCommWindowRegister(b->comms[0], b->recvbuf[0], bytes, &b->recvwin,
+							  NCCL_WIN_COLL_SYMMETRIC));
+			if (b->sendwin == NULL || b->recvwin == NULL) {
+				fprintf(stderr, "%s: NOT SUPPORTED: NCCL gave no symmetric window (its "
+					"INFO log says why: 'Symmetric memory is not supported ...'); "
+					"exiting with status 4\n", g_who);
+				exit(4);
+			}
+			printf("%s: symmetric windows registered (send and receive, %zu bytes each)\n",
+			       g_who, bytes);
+		}
+#endif
 	} else {
 		NCCL_CHECK(ncclCommInitAll(b->comms, b->nlocal, b->devs));
 	}
@@ -943,6 +1050,12 @@ static void bench_fini(bench_t *b)
 {
 	int d;
 
+#ifdef BENCH_HAVE_WINDOWS
+	if (b->sym) { /* windows go before the communicator's finalize */
+		NCCL_CHECK(ncclCommWindowDeregister(b->comms[0], b->sendwin));
+		NCCL_CHECK(ncclCommWindowDeregister(b->comms[0], b->recvwin));
+	}
+#endif
 	/* Finalize as one group so the communicators quiesce together, then free. */
 	NCCL_CHECK(ncclGroupStart());
 	for (d = 0; d < b->nlocal; d++)
@@ -952,8 +1065,13 @@ static void bench_fini(bench_t *b)
 		NCCL_CHECK(ncclCommDestroy(b->comms[d]));
 	for (d = 0; d < b->nlocal; d++) {
 		CUDA_CHECK(cudaSetDevice(b->devs[d]));
-		CUDA_CHECK(cudaFree(b->sendbuf[d]));
-		CUDA_CHECK(cudaFree(b->recvbuf[d]));
+		if (b->sym) {
+			NCCL_CHECK(ncclMemFree(b->sendbuf[d]));
+			NCCL_CHECK(ncclMemFree(b->recvbuf[d]));
+		} else {
+			CUDA_CHECK(cudaFree(b->sendbuf[d]));
+			CUDA_CHECK(cudaFree(b->recvbuf[d]));
+		}
 		CUDA_CHECK(cudaEventDestroy(b->ev_start[d]));
 		CUDA_CHECK(cudaEventDestroy(b->ev_stop[d]));
 		CUDA_CHECK(cudaStreamDestroy(b->streams[d]));
@@ -1127,19 +1245,25 @@ int main(int argc, char **argv)
 				CUDA_CHECK(cudaMemsetAsync(b.recvbuf[d], 0xff, s.out_count * sizeof(float),
 							   b.streams[d]));
 			}
-			bench_launch(&b, c, &s, o.root);
+			if (c == COLL_PUT_SIGNAL) {
+				/* a put lands without a receive: the NaN fill must be
+				 * done everywhere before anyone puts */
+				bench_wait(&b);
+				bench_barrier(&b);
+			}
+			bench_run(&b, c, &s, o.root);
 			bench_wait(&b);
 			errors = bench_check(&b, c, &s, o.root, sampled, "first run");
 
 			/* 2. warmup, then timed iterations */
 			for (i = 0; i < wu; i++)
-				bench_launch(&b, c, &s, o.root);
+				bench_run(&b, c, &s, o.root);
 			for (d = 0; d < b.nlocal; d++) {
 				CUDA_CHECK(cudaSetDevice(b.devs[d]));
 				CUDA_CHECK(cudaEventRecord(b.ev_start[d], b.streams[d]));
 			}
 			for (i = 0; i < it; i++)
-				bench_launch(&b, c, &s, o.root);
+				bench_run(&b, c, &s, o.root);
 			for (d = 0; d < b.nlocal; d++) {
 				CUDA_CHECK(cudaSetDevice(b.devs[d]));
 				CUDA_CHECK(cudaEventRecord(b.ev_stop[d], b.streams[d]));

@@ -37,6 +37,16 @@
 #                       the default provider, native tcp, tcp;ofi_rxm, shm, and shm with
 #                       NCCL_FABRIC_HMEM=force (GPU buffers to shm, GDRDMA
 #                       checked); prints each path's GPU-memory decision lines
+#   rma                 NCCL 2.30+ (NCCL_HOME=built): NCCL's RMA plugin from this
+#                       .so, multi mode over RMA_PATHS (default fabric-gpu:
+#                       testhmem in CUDA mode; fabric-shm-force needs
+#                       FABRIC_LF2_DIR's CUDA-enabled shm), buffers in symmetric windows (nccl_bench --sym): ncclPutSignal
+#                       rings (put_signal), the copy-engine collectives
+#                       (NCCL_CTA_POLICY=ZERO: all_gather, alltoall, whose
+#                       inter-host puts go through the RMA proxy) and the default
+#                       ones; then a control run with NCCL_FABRIC_RMA_PLUGIN=off
+#                       whose outcome (NCCL's own words) is reported, not judged.
+#                       Prints NCCL's RMA/GIN lines and the plugin's verdict
 #   plot                merge the sweep CSVs, print a table, draw busbw.png
 #   all                 every stage above in order (needs more than 10 minutes)
 #
@@ -124,7 +134,7 @@ NCCL_BUILT=$WORK/nccl-built
 [[ ${NCCL_HOME:-} == built ]] && NCCL_HOME=$NCCL_BUILT
 
 ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-tcp-best bench-fabric-shm
-	bench-fabric-tcp-native bench-socket bench-socket-tuned bench-socket-best gpu-buffers libfabric plot)
+	bench-fabric-tcp-native bench-socket bench-socket-tuned bench-socket-best gpu-buffers libfabric rma plot)
 
 # ------------------------------------------------------------------ helpers
 
@@ -449,14 +459,15 @@ run_bench() {
 		case $rc in
 		1) why="data errors" ;;
 		3) why="nccl_bench watchdog timeout" ;;
+		4) verdict=SKIP why="NCCL gave no symmetric window: device-initiated networking is not available on this path" ;;
 		124 | 137) why="killed after ${RUN_LIMIT}s" ;;
 		*) why="exit $rc" ;;
 		esac
 	fi
-	if ! check_nccl_logs "$base" "$net" "${GDR_CHECK:-}"; then
+	if [[ $verdict != SKIP ]] && ! check_nccl_logs "$base" "$net" "${GDR_CHECK:-}"; then
 		verdict=FAIL
 	fi
-	if [[ $path == fabric-gpu ]] && ! check_testhmem_log "$base"; then
+	if [[ $verdict != SKIP && $path == fabric-gpu ]] && ! check_testhmem_log "$base"; then
 		verdict=FAIL
 	fi
 	say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "$label" $((SECONDS - t0)) \
@@ -465,6 +476,7 @@ run_bench() {
 	grep -h 'resources at finalize' "$base".nccl.*.log 2>/dev/null | grep -v ' 0 endpoint' |
 		sed 's/.*resources at finalize: /    resources: /' | sort | uniq -c |
 		sed 's/^ *\([0-9]*\) /    \1 x/' | tee -a "$SUMMARY"
+	[[ $verdict == SKIP ]] && return 77
 	if [[ $verdict != PASS ]]; then
 		show_failure "$base" "$( ((rc != 0)) && echo "$out")" | tee -a "$SUMMARY"
 		return 1
@@ -835,8 +847,14 @@ stage_correctness() {
 	ensure_setup
 	need_gpus
 	local path mode fail=0
+	local -a modes=(single multi)
+	if ((NGPUS < 2)); then
+		# one process driving one GPU has no peer: nothing crosses the network
+		say "SKIP corr-*-single: $NGPUS GPU visible (one process, all GPUs needs 2); multi mode runs FABRIC_VHOSTS ranks"
+		modes=(multi)
+	fi
 	for path in fabric-tcp fabric-shm; do
-		for mode in single multi; do
+		for mode in "${modes[@]}"; do
 			run_bench "corr-$path-$mode" "$path" "$mode" correctness.csv \
 				--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 \
 				--timeout 120 || fail=1
@@ -925,6 +943,56 @@ stage_gpu_buffers() {
 	return $fail
 }
 
+# NCCL's RMA plugin (device-initiated networking, NCCL 2.30+): see the usage.
+rma_lines() { # rank 0's RMA/GIN lines of one run, into the summary
+	local f
+	f=$(ls "$1".nccl.*.log 2>/dev/null | head -n 1)
+	[[ -n $f ]] || return 0
+	grep -h -E 'RMA/Plugin|GIN/Plugin|GIN |Symmetric memory|symmetric|RmaProxy|devCommCreate|device-initiated|RMA plugin|CTA policy|NCCL WARN' "$f" |
+		sed 's/^[^ ]* [^ ]* //; s/^/    nccl: /' | sort -u | head -n 25 | cut -c1-300 | tee -a "$SUMMARY"
+}
+stage_rma() {
+	ensure_setup
+	need_gpus
+	[[ -n $TESTPROV_DIR ]] ||
+		die "no libtesthmem-fi.so found: build the project's tests (build/testprov) or set FABRIC_TESTPROV"
+	local ver=$NCCL_USED_VERSION fail=0 rc run
+	if ! awk -v v="$ver" 'BEGIN { split(v, a, "."); exit !(a[1] > 2 || (a[1] == 2 && a[2] >= 30)) }'; then
+		say "SKIP rma: NCCL $ver has no RMA plugin interface (2.30+; NCCL_HOME=built after the nccl stage)"
+		return 0
+	fi
+	local args=(--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2
+		--timeout "${RMA_TIMEOUT:-120}" --sym)
+	local subsys=INIT,NET,ENV,GRAPH,ALLOC,REG,PROXY
+	# name, extra environment, collectives
+	local -a runs=("rma-put-signal||put_signal"
+		"rma-ce|NCCL_CTA_POLICY=ZERO|all_gather,alltoall"
+		"rma-sym||all_reduce,all_gather,reduce_scatter,alltoall,sendrecv")
+	local path name extra colls
+	for path in ${RMA_PATHS:-fabric-gpu}; do
+		for run in "${runs[@]}"; do
+			IFS='|' read -r name extra colls <<<"$run"
+			name=$name-$path
+			rc=0
+			FABRIC_NCCL_SUBSYS=$subsys GDR_CHECK=gdr FABRIC_EXTRA_ENV="${FABRIC_EXTRA_ENV:-} $extra" \
+				run_bench "$name" "$path" multi correctness.csv "${args[@]}" --colls "$colls" || rc=$?
+			((rc == 0 || rc == 77)) || fail=1
+			rma_lines "$STAGE_LOG/$name"
+		done
+		# control: the same puts without the plugin's RMA tables
+		name=rma-control-put-signal-$path
+		rc=0
+		FABRIC_NCCL_SUBSYS=$subsys GDR_CHECK=gdr FABRIC_EXTRA_ENV="${FABRIC_EXTRA_ENV:-} NCCL_FABRIC_RMA_PLUGIN=off" \
+			run_bench "$name" "$path" multi correctness.csv "${args[@]}" --colls put_signal \
+			--max-bytes 64K >/dev/null || rc=$?
+		say "rma control over $path (NCCL_FABRIC_RMA_PLUGIN=off, reported, not judged): nccl_bench status $rc; what NCCL said:"
+		rma_lines "$STAGE_LOG/$name"
+		grep -h -E 'FATAL|NOT SUPPORTED|last error' "$STAGE_LOG/$name".rank0.out 2>/dev/null |
+			head -n 3 | cut -c1-300 | sed 's/^/    rank 0: /' | tee -a "$SUMMARY"
+	done
+	return $fail
+}
+
 stage_plot() {
 	local -a csvs=()
 	local f
@@ -966,6 +1034,7 @@ run_stage() {
 	bench-fabric-tcp-best) stage_sweep fabric-tcp-best || rc=$? ;;
 	gpu-buffers) stage_gpu_buffers || rc=$? ;;
 	libfabric) stage_libfabric || rc=$? ;;
+	rma) stage_rma || rc=$? ;;
 	plot) stage_plot || rc=$? ;;
 	esac
 	pack_logs # after every stage, so a later kill keeps the logs so far
