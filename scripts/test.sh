@@ -16,7 +16,8 @@
 #               to lf2, which runs them optimized
 #   asan        the same under AddressSanitizer + UndefinedBehaviorSanitizer,
 #               less the runs that repeat code other runs cover (older API
-#               versions, udp, eager 0, the HMEM decision matrix)
+#               versions, udp, eager 0, rails and RMA writes over shm (tcp
+#               runs them here), the HMEM decision matrix)
 #   lf2         libfabric 2.x built from Debian 13's source package, without
 #               CUDA support; the plugin is still built against the 1.17
 #               headers, as users build it, and runs on the newer library
@@ -36,7 +37,7 @@
 # objects of those built alike for the length of the run); as each is built
 # its tests start, NCCL_FABRIC_TEST_LANES variants at once (default 1). Within
 # a variant ctest runs NCCL_FABRIC_TEST_JOBS tests at once (default: cores +
-# 2) with a resource spec of NCCL_FABRIC_TEST_CPUS "cpu" slots (default: the
+# 4) with a resource spec of NCCL_FABRIC_TEST_CPUS "cpu" slots (default: the
 # cores): every busy test takes one, the fault runs, which mostly wait for a
 # peer to be declared dead, take none (tests/CMakeLists.txt). The tests share
 # nothing (ports, shm names, namespaces, files), so any of them may run at
@@ -68,7 +69,7 @@ else
 fi
 ncpu=$(nproc)
 cpus=${NCCL_FABRIC_TEST_CPUS:-$ncpu}
-jobs=${NCCL_FABRIC_TEST_JOBS:-$((cpus + 2))}
+jobs=${NCCL_FABRIC_TEST_JOBS:-$((cpus + 4))}
 lanes=${NCCL_FABRIC_TEST_LANES:-1}
 export NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER=${NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER:-3}
 # ASan: libfabric itself is not instrumented; leaks inside it are not ours.
@@ -165,7 +166,7 @@ variant_setup() {
       cmake_args=(-DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
       # what other runs of the same code cover: the older API versions (their
       # adapters: unit.abi, here too), udp, eager 0, the HMEM decision matrix
-      ctest_args=(-E '^func[.]check[.](tcp[.]older|shm[.]older|udp|tcp[.]eager0)|^func[.]hmem[.](matrix|text)$') ;;
+      ctest_args=(-E '^func[.]check[.](tcp[.]older|shm[.]older|udp|tcp[.]eager0|shm[.]rails|shm[.]rma)|^func[.]hmem[.](matrix|text)$') ;;
     lf2 | lf2-cuda | headers-2x)
       local flavour=nocuda prefix rc
       [ "$1" = lf2-cuda ] && flavour=cuda
