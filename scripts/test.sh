@@ -3,9 +3,10 @@
 # the plugin supports.
 #
 #   scripts/test.sh           every variant below
-#   scripts/test.sh --quick   the release variant alone (Debian's libfabric):
-#                             the edit loop; its build folder is the release
-#                             variant's, so a later full run reuses it
+#   scripts/test.sh --quick   the release variant alone (Debian's libfabric, the
+#                             tests listed for it below): the edit loop; its
+#                             build folder is the release variant's, so a
+#                             later full run reuses it
 #
 # Variants (all by default; NCCL_FABRIC_TEST_VARIANTS picks some, e.g.
 # "release lf2"):
@@ -161,9 +162,8 @@ variant_setup() {
   dir=build-test-$1 libdir="" expect="" cuda=0 cmake_args=() ctest_args=() pkgconfig="" why=""
   case $1 in
     release)
-      # asan runs the full lists on the same libfabric, lf2 all of them (see above);
-      # --quick, the only variant then, runs everything
-      [ $quick = 1 ] || ctest_args=(-E '^func[.]check[.]((tcp|shm)[.](full|rails|rma)|tcp[.]older|tcp[.]eager0)$') ;;
+      # asan runs the full lists on the same libfabric, lf2 all of them (see above)
+      ctest_args=(-E '^func[.]check[.]((tcp|shm)[.](full|rails|rma)|tcp[.]older|tcp[.]eager0)$') ;;
     asan)
       cmake_args=(-DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
       # what other runs of the same code cover: the older API versions (their
