@@ -92,6 +92,7 @@
 #                        runs of one path with other settings stay apart
 #   BENCH_MODE           single | multi | both, for sweeps (default single)
 #   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP (8 1G 2 20 5)
+#   SWEEP_COLLS          collectives of a sweep, comma-separated (default: nccl_bench's)
 #   CORR_MAX             largest correctness size (default 16M)
 #   GPU_SWEEP_MAX        largest size of the gpu-buffers sweep (default 256M; 0: none)
 #   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm')
@@ -916,7 +917,8 @@ stage_sweep() {
 	for mode in "${modes[@]}"; do
 		run_bench "bench-$path-$mode" "$path" "$mode" bench.csv \
 			--min-bytes "${SWEEP_MIN:-8}" --max-bytes "${SWEEP_MAX:-1G}" --factor "${SWEEP_FACTOR:-2}" \
-			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 || fail=1
+			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 \
+			${SWEEP_COLLS:+--colls "$SWEEP_COLLS"} || fail=1
 	done
 	# compact table for this path (plot.py needs no matplotlib for it)
 	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$path${PATH_TAG:+-$PATH_TAG}" "$RESULTS/bench.csv" 2>&1 |

@@ -67,6 +67,11 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "into the buffer the receiver announced, where the provider offers it. Off by "      \
 	  "default: a receive comm closed with announced buffers cannot stop a write already " \
 	  "on its way. 0: one tagged send after the clear-to-send.")                          \
+	X(STRIPE_MIN, CFG_INT, "131072", 0, 1073741824, NULL,                              \
+	  "Messages of at least this many bytes that go as RMA writes (NCCL_FABRIC_RMA) are "  \
+	  "cut by the sender into pieces of at least 64 KiB, one per rail, written on all "    \
+	  "the connection's rails at once; the receive completes when every piece has "       \
+	  "landed. 0: every message takes its connection's home rail whole.")                  \
 	X(RMA_PLUGIN, CFG_ENUM, "auto", 0, 0, "auto|force|off",                            \
 	  "NCCL's RMA plugin (device-initiated networking, ncclRmaPlugin_v14/v13). auto: "     \
 	  "offered where GPU memory goes to the provider (FI_HMEM, no CUDA calls) and it has " \

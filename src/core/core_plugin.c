@@ -338,6 +338,7 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->provider = p->disc.sel.provider;
 		dev->cq_batch = (int)p->cfg.v[CFG_CQ_BATCH].i;
 		dev->rma_cfg = p->cfg.v[CFG_RMA].i != 0;
+		dev->stripe_min = (size_t)p->cfg.v[CFG_STRIPE_MIN].i;
 		dev->flush_rma = dev->hmem && p->hmem.flush == POLICY_FLUSH_RMA_READ;
 		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
 		struct policy_rails_choice rails;

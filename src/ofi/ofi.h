@@ -436,6 +436,13 @@ int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy);
 /* op, about to be posted on op->ep, moves a large message: the endpoint's
  * busy thread (if any) reads its CQ until the last such operation ends. */
 void ofi_ep_bulk_begin(struct ofi_op *op);
+/* Bulk work expected on ep that no operation of ours posted there (a peer's
+ * RMA writes landing): its progress thread stays busy until the drop. */
+void ofi_ep_bulk_hold(struct ofi_ep *ep);
+static inline void ofi_ep_bulk_drop(struct ofi_ep *ep)
+{
+	atomic_fetch_sub_explicit(&ep->bulk, 1, memory_order_release);
+}
 /* Ends what ofi_ep_bulk_begin started (nothing for other operations). */
 static inline void ofi_ep_bulk_end(struct ofi_op *op)
 {

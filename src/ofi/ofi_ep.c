@@ -693,6 +693,12 @@ void ofi_ep_bulk_begin(struct ofi_op *op)
 		thread_wake(ep);
 }
 
+void ofi_ep_bulk_hold(struct ofi_ep *ep)
+{
+	if (atomic_fetch_add_explicit(&ep->bulk, 1, memory_order_acq_rel) == 0 && ep->thread_busy)
+		thread_wake(ep);
+}
+
 int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy)
 {
 	pthread_mutex_lock(&threads_lock);

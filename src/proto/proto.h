@@ -37,6 +37,9 @@
 
 #define PROTO_MAX_RECVS 8
 #define PROTO_RECV_REQS NCCL_NET_MAX_REQUESTS
+/* Smallest piece of a striped RMA write: below it a rail's own costs (a
+ * completion, a CQ read) outweigh what parallel rails gain. */
+#define PROTO_PIECE_MIN (64u << 10)
 #define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
 /* Control pools of each endpoint (ofi_ep pools, in start order). */
@@ -102,6 +105,7 @@ struct proto_device {
 	const char *provider;         /* the selected provider's name (discovery's) */
 	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
 	bool rma_cfg;                 /* NCCL_FABRIC_RMA */
+	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
 	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
 	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
@@ -173,7 +177,15 @@ struct proto_send_req {
 	enum proto_send_how how;
 	size_t size;
 	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
-	struct ofi_op op;
+	struct ofi_op op;          /* the send, or an RMA write's first piece */
+	/* RMA writes: the message cut into pieces, piece k on rail home + k */
+	int pieces;                /* 1: whole */
+	int cursor;                /* pieces posted so far (test() posts the rest) */
+	size_t piece;              /* bytes of each piece but the last */
+	const void *data;
+	struct ofi_mr *mr;
+	struct proto_cts_entry cts;
+	struct ofi_op *more;       /* pieces 1.. (the comm's piece_ops), or NULL */
 };
 
 struct proto_recv_req {
@@ -186,6 +198,11 @@ struct proto_recv_req {
 	int tags[PROTO_MAX_RECVS];
 	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
 	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
+	atomic_uint cancel_due;    /* bit per filled buffer whose receive test() cancels */
+	/* pieces of a striped write, under the domain's id_lock (proto_rma_landed) */
+	uint8_t landed[PROTO_MAX_RECVS], pieces[PROTO_MAX_RECVS];
+	uint32_t landing_size[PROTO_MAX_RECVS];
+	bool rails_held;           /* the comm's other rails are kept busy for its pieces */
 	int cursor;                /* next buffer to post */
 	struct ofi_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
 	/* a host buffer smaller than eager_max receives into a bounce buffer of
@@ -241,6 +258,7 @@ struct proto_send {
 	atomic_uint acked;
 	atomic_bool peer_closed;
 	atomic_bool answered;      /* a pong or goodbye of the peer arrived */
+	struct ofi_op *piece_ops;  /* (nrails - 1) per request where writes are striped */
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
 
@@ -410,5 +428,8 @@ static inline void proto_req_fail(struct proto_req *r, int rc)
 
 /* A peer's RMA write filled one of our buffers (ofi_rw_handler_fn). */
 void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len);
+/* Ends a receive's hold on its comm's other rails (test() when it is done;
+ * close for the ones NCCL never saw done). */
+void proto_recv_release_rails(struct proto_recv_req *q);
 
 #endif

@@ -46,6 +46,7 @@ static void send_fini(struct proto_comm *c)
 	struct proto_send *s = container_of(c, struct proto_send, c);
 	proto_seq_free(&s->seq);
 	pthread_mutex_destroy(&s->cts_lock);
+	free(s->piece_ops);
 }
 
 /* listen comms open per device: what the CONNECT pool is sized for */
@@ -177,8 +178,11 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 	case PROTO_SEND: {
 		struct proto_send *s = container_of(c, struct proto_send, c);
 		proto_op_cancel(&s->out_op);
-		for (int i = 0; i < PROTO_SEND_REQS; i++)
+		for (int i = 0; i < PROTO_SEND_REQS; i++) {
 			proto_op_cancel(&s->reqs[i].op);
+			for (int k = 0; s->piece_ops && k < s->c.nrails - 1; k++)
+				proto_op_cancel(&s->piece_ops[i * (s->c.nrails - 1) + k]);
+		}
 		break;
 	}
 	case PROTO_RECV: {
@@ -236,6 +240,8 @@ static int comm_user_ops(struct proto_comm *c)
 			if (s->reqs[i].abort_size)
 				continue; /* stand-ins carry plugin memory */
 			n += atomic_load(&s->reqs[i].op.posted);
+			for (int k = 0; s->piece_ops && k < c->nrails - 1; k++)
+				n += atomic_load(&s->piece_ops[i * (c->nrails - 1) + k].posted);
 		}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);
@@ -304,6 +310,11 @@ void proto_comm_retire(struct proto_comm *c)
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
 	proto_comm_unlock_rails(c);
+	if (c->kind == PROTO_RECV) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		for (int i = 0; i < PROTO_RECV_REQS; i++)
+			proto_recv_release_rails(&r->reqs[i]);
+	}
 	/* An operation already matched cannot be cancelled: it is moving data
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
@@ -358,7 +369,15 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 		}
 		if (rc)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", ofi_strerror(rc));
-		else
+		else {
+			char how[96];
+			if (!dev->dom->rma_write)
+				snprintf(how, sizeof(how), "one tagged send each");
+			else if (dev->dom->nep > 1 && dev->stripe_min)
+				snprintf(how, sizeof(how), "RMA writes, cut over the rails from %zu bytes",
+					 dev->stripe_min);
+			else
+				snprintf(how, sizeof(how), "one RMA write each");
 			LOG_INFO(NCCL_NET | NCCL_INIT,
 				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
 				 "%s, larger messages as %s",
@@ -366,8 +385,8 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 				 dev->info->fabric_attr->name, dev->rails_reason,
 				 dev->dom->split ? ", each rail its own domain" :
 				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
-				 dev->eager_reason,
-				 dev->dom->rma_write ? "one RMA write each" : "one tagged send each");
+				 dev->eager_reason, how);
+		}
 	}
 	pthread_mutex_unlock(&dev->open_lock);
 	*out = dev->dom;

@@ -607,6 +607,15 @@ static int send_advance(struct proto_send *s)
 			}
 		}
 		s->c.nrails = nrails;
+		if (nrails > 1 && s->c.dev->dom->rma_write && s->c.dev->stripe_min) {
+			/* the other pieces' operations of striped writes; without
+			 * them every write takes the home rail whole */
+			s->piece_ops = calloc((size_t)PROTO_SEND_REQS * (size_t)(nrails - 1),
+					      sizeof(*s->piece_ops));
+			if (!s->piece_ops)
+				LOG_WARN(NCCL_NET, "connect to %s: no memory to stripe writes over "
+					 "%d rails; each message takes one rail", s->peer_text, nrails);
+		}
 		s->remote_id = s->in.id;
 		s->c.home = s->in.rail % nrails; /* (below the listener's rails: checked) */
 		s->c.peer_text = s->peer_text;

@@ -87,7 +87,53 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	proto_op_finish(c, op);
 }
 
-/* Posts the send's one operation. Returns 0, -FI_EAGAIN or an error. */
+/* An RMA write's pieces, from q->cursor on: piece k goes on rail home + k,
+ * each with the same CQ data (the receiver counts them). Returns 0 when all
+ * are posted, -FI_EAGAIN when the provider took none (the first) or not all
+ * (test() posts the rest), or an error. */
+static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
+{
+	struct proto_comm *c = &s->c;
+	void *desc = q->mr ? q->mr->desc : NULL;
+	uint64_t imm = proto_imm(s->remote_id, q->cts.slot, (uint32_t)q->size, (uint32_t)q->pieces);
+	for (; q->cursor < q->pieces; q->cursor++) {
+		int k = q->cursor;
+		struct ofi_op *op = k ? &q->more[k - 1] : &q->op;
+		int rail = (c->home + k) % c->nrails;
+		size_t off = (size_t)k * q->piece;
+		size_t len = k + 1 < q->pieces ? q->piece : q->size - off;
+		op->complete = q->op.complete;
+		op->owner = q;
+		op->index = k;
+		proto_op_will_post(c, op, c->rails[rail]);
+		ofi_op_hold(op, q->mr);
+		ofi_ep_bulk_begin(op);
+		ssize_t rc = ofi_ep_writedata(op->ep, (const char *)q->data + off, len, desc, imm,
+					      s->peer[rail], q->cts.addr + off, q->cts.key, &op->ctx);
+		if (rc) {
+			ofi_ep_bulk_end(op);
+			ofi_op_release(op);
+			proto_op_not_posted(c, op);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* A piece the provider refused: the pieces not posted are counted complete
+ * and the request reports the failure (the receiver's buffer never fills:
+ * NCCL aborts on the error). */
+static void send_pieces_fail(struct proto_send *s, struct proto_send_req *q, int rc)
+{
+	LOG_WARN(NCCL_NET, "isend: writing piece %d of %d of a %zu-byte message to %s failed: %s",
+		 q->cursor + 1, q->pieces, q->size, s->peer_text, ofi_strerror(rc));
+	proto_req_fail(&q->h, ofi_err_sys(rc));
+	atomic_fetch_add(&q->h.ncomplete, q->pieces - q->cursor);
+	q->cursor = q->pieces;
+}
+
+/* Posts the send's operations. Returns 0 (posted: all, or the first pieces of
+ * a write), -FI_EAGAIN (nothing posted) or an error (nothing posted). */
 static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
 			 const void *data, struct ofi_mr *mr, uint64_t wire,
 			 const struct proto_cts_entry *cts)
@@ -95,34 +141,56 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	struct proto_comm *c = &s->c;
 	struct ofi_op *op = &q->op;
 	void *desc = mr ? mr->desc : NULL;
+	if (q->how == PROTO_SEND_RMA) {
+		q->data = data;
+		q->mr = mr;
+		q->cts = *cts;
+		q->cursor = 0;
+		ssize_t rc = send_post_pieces(s, q);
+		if (rc && q->cursor > 0) {
+			/* some pieces are on their way: the request stands; test()
+			 * posts the rest, or reports the failure */
+			if (rc != -FI_EAGAIN)
+				send_pieces_fail(s, q, (int)rc);
+			return 0;
+		}
+		return rc;
+	}
 	proto_op_will_post(c, op, c->rails[rail]);
 	ofi_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
-	if (q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_RMA)
+	if (q->how == PROTO_SEND_TAGGED)
 		ofi_ep_bulk_begin(op);
 	ssize_t rc;
-	switch (q->how) {
-	case PROTO_SEND_RMA:
-		rc = ofi_ep_writedata(op->ep, data, q->size, desc,
-				      proto_imm(s->remote_id, cts->slot, (uint32_t)q->size),
-				      s->peer[rail], cts->addr, cts->key, &op->ctx);
-		break;
-	case PROTO_SEND_ABORT:
+	if (q->how == PROTO_SEND_ABORT)
 		/* the size travels where the posted buffer has room for it */
 		rc = ofi_ep_tsend(op->ep, &q->abort_size,
 				  cts->size >= sizeof(q->abort_size) ? sizeof(q->abort_size) : 0,
 				  proto_ctrl_desc(c), s->peer[rail],
 				  wire | c->dev->layout.abort_bit, &op->ctx);
-		break;
-	default:
+	else
 		rc = ofi_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
-		break;
-	}
 	if (rc) {
 		ofi_ep_bulk_end(op);
 		ofi_op_release(op);
 		proto_op_not_posted(c, op);
 	}
 	return rc;
+}
+
+/* How many pieces an RMA write of size bytes is cut into: one per rail, each
+ * at least PROTO_PIECE_MIN bytes, from the device's stripe_min up. */
+static int send_pieces(const struct proto_send *s, size_t size, size_t *piece)
+{
+	const struct proto_device *dev = s->c.dev;
+	size_t n = 1;
+	if (s->piece_ops && dev->stripe_min && size >= dev->stripe_min) {
+		n = size / PROTO_PIECE_MIN;
+		n = n > (size_t)s->c.nrails ? (size_t)s->c.nrails : n ? n : 1;
+	}
+	/* pieces start on 4 KiB boundaries; the last takes the rest */
+	size_t p = ((size + n - 1) / n + 4095) & ~(size_t)4095;
+	*piece = p;
+	return (int)((size + p - 1) / p);
 }
 
 int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
@@ -199,13 +267,19 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		q->op.complete = send_done;
 		q->op.owner = q;
 		q->op.index = 0;
+		q->pieces = 1;
+		q->cursor = 0;
+		q->piece = size;
+		q->more = s->piece_ops ? s->piece_ops + (q - s->reqs) * (s->c.nrails - 1) : NULL;
 		if (have && size > cts.size)
 			q->how = PROTO_SEND_ABORT;
 		else if (eager)
 			q->how = PROTO_SEND_EAGER;
-		else if ((cts.flags & PROTO_CTS_RMA) && dev->dom->rma_write && size <= UINT32_MAX)
+		else if ((cts.flags & PROTO_CTS_RMA) && dev->dom->rma_write && size <= UINT32_MAX) {
 			q->how = PROTO_SEND_RMA;
-		else
+			q->pieces = send_pieces(s, size, &q->piece);
+			r->nops = q->pieces;
+		} else
 			q->how = PROTO_SEND_TAGGED;
 		if (q->how == PROTO_SEND_ABORT) {
 			/* Never hand the provider a message larger than the receive:
@@ -240,8 +314,8 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		return ofi_err_sys((int)rc);
 	}
 	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
-	LOG_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d (%s)", size, tag, seq,
-		  s->peer_text, rail,
+	LOG_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d, %d piece(s) (%s)", size,
+		  tag, seq, s->peer_text, rail, q->pieces,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
 		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
 	*request = r;
@@ -318,16 +392,20 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	proto_op_finish(c, op);
 }
 
-/* The CQ data of a peer's RMA write: one of our buffers is full. Runs under
- * the CQ lock of the rail the write arrived on, which is the rail of the
- * buffer's tagged receive, so the two never race. Nothing in the data is
- * trusted: a write that does not name a buffer waiting for one is dropped. */
+/* The CQ data of a peer's RMA write, or of one of its pieces: when every
+ * piece has landed, one of our buffers is full. Runs under the CQ lock of
+ * the rail the piece arrived on and the domain's id_lock, which serialises
+ * the pieces of one buffer. The buffer's tagged receive is cancelled here
+ * when this is its rail, else by the next test() (a cancel on another rail
+ * from here could wait for that rail's CQ lock while its reader waits for
+ * id_lock). Nothing in the data is trusted: a write that does not name a
+ * buffer waiting for one, or whose pieces disagree, is dropped. */
 void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 {
 	struct proto_device *dev = arg;
 	struct ofi_domain *dom = ep->dom;
-	uint32_t conn, slot, size;
-	proto_imm_parse(imm, &conn, &slot, &size);
+	uint32_t conn, slot, size, pieces;
+	proto_imm_parse(imm, &conn, &slot, &size, &pieces);
 	const char *why = NULL;
 	pthread_mutex_lock(&dom->id_lock);
 	struct proto_recv *r = ofi_domain_lookup_locked(dom, conn);
@@ -343,12 +421,25 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 			why = "no buffer waits for it";
 		else if (size > q->posted[i])
 			why = "larger than the buffer";
+		else if ((int)pieces > r->c.nrails)
+			why = "cut into more pieces than the connection has rails";
+		else if (q->landed[i] && (pieces != q->pieces[i] || size != q->landing_size[i]))
+			why = "its pieces disagree on the message";
 	}
 	if (why) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
 		LOG_WARN_LIMITED(NCCL_NET, "device %s: dropped an RMA write notice (connection %u, "
-				 "slot %u, %u bytes): %s", dev->props.name, conn, slot, size, why);
+				 "slot %u, %u bytes, %u piece(s)): %s", dev->props.name, conn, slot,
+				 size, pieces, why);
+		return;
+	}
+	if (!q->landed[i]) {
+		q->pieces[i] = (uint8_t)pieces;
+		q->landing_size[i] = size;
+	}
+	if (++q->landed[i] < pieces) {
+		pthread_mutex_unlock(&dom->id_lock);
 		return;
 	}
 	atomic_store(&q->got[i], (size_t)size);
@@ -356,9 +447,54 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
 	 * (recv_done) completes the buffer */
-	ofi_ep_cancel(q->ops[i].ep, &q->ops[i].ctx);
+	if (q->ops[i].ep == ep)
+		ofi_ep_cancel(ep, &q->ops[i].ctx);
+	else
+		atomic_fetch_or(&q->cancel_due, 1u << i);
 	pthread_mutex_unlock(&dom->id_lock);
 	(void)len;
+}
+
+/* Cancels the receives of buffers whose striped write has landed on another
+ * rail (proto_rma_landed). */
+static void recv_cancel_due(struct proto_recv_req *q)
+{
+	unsigned due = atomic_exchange(&q->cancel_due, 0);
+	for (int i = 0; due; i++, due >>= 1)
+		if (due & 1)
+			proto_op_cancel(&q->ops[i]);
+}
+
+/* A receive whose buffers may take striped writes (two pieces or more: the
+ * sender's NCCL_FABRIC_STRIPE_MIN decides) keeps its comm's other rails busy
+ * (their progress threads read the pieces' CQ data, and test() reads every
+ * rail) until test() reports it done. */
+static void recv_hold_rails(struct proto_recv_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	unsigned expect = atomic_load(&q->rma_expect);
+	if (c->nrails < 2 || !expect)
+		return;
+	bool big = false;
+	for (int i = 0; i < q->h.n; i++)
+		big |= (expect >> i & 1) && q->posted[i] >= 2 * (size_t)PROTO_PIECE_MIN;
+	if (!big)
+		return;
+	for (int k = 0; k < c->nrails; k++)
+		if (k != c->home)
+			ofi_ep_bulk_hold(c->rails[k]);
+	q->rails_held = true;
+}
+
+void proto_recv_release_rails(struct proto_recv_req *q)
+{
+	struct proto_comm *c = q->h.comm;
+	if (!q->rails_held)
+		return;
+	q->rails_held = false;
+	for (int k = 0; k < c->nrails; k++)
+		if (k != c->home)
+			ofi_ep_bulk_drop(c->rails[k]);
 }
 
 static void recv_cts_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
@@ -432,6 +568,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 			return (int)rc;
 		}
 		q->cts_sent = true;
+		recv_hold_rails(q);
 	}
 	return 0;
 }
@@ -501,6 +638,9 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	atomic_store(&q->sunk, 0);
 	atomic_store(&q->rma_expect, 0);
 	atomic_store(&q->rma_done, 0);
+	atomic_store(&q->cancel_due, 0);
+	q->rails_held = false;
+	memset(q->landed, 0, sizeof(q->landed));
 	q->cts.count = (uint32_t)n;
 	q->cts.conn_id = rc_->id;
 	q->cts.secret = c->secret;
@@ -659,8 +799,11 @@ int net_test(void *request, int *done, int *sizes)
 		struct proto_recv *rv = container_of(r->comm, struct proto_recv, c);
 		for (int k = 0; k < PROTO_RECV_REQS; k++) {
 			struct proto_recv_req *q = &rv->reqs[k];
-			if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV ||
-			    (q->cursor >= q->h.n && q->cts_sent))
+			if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV)
+				continue;
+			if (atomic_load_explicit(&q->cancel_due, memory_order_relaxed))
+				recv_cancel_due(q);
+			if (q->cursor >= q->h.n && q->cts_sent)
 				continue;
 			int rc = recv_post_remaining(q);
 			if (rc && rc != -FI_EAGAIN) {
@@ -669,12 +812,27 @@ int net_test(void *request, int *done, int *sizes)
 			}
 		}
 	}
+	bool striped = false;
+	if (r->kind == PROTO_REQ_SEND) {
+		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
+		striped = q->pieces > 1;
+		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces) {
+			struct proto_send *s = container_of(r->comm, struct proto_send, c);
+			ssize_t rc = send_post_pieces(s, q);
+			if (rc && rc != -FI_EAGAIN)
+				send_pieces_fail(s, q, (int)rc);
+		}
+	} else if (r->kind == PROTO_REQ_RECV) {
+		striped = container_of(r, struct proto_recv_req, h)->rails_held;
+	}
 	recv_skip_lazy_cts(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		/* the comm's home rail carries its messages, CTS and pings; a
-		 * flush reads on rail 0 */
+		/* the comm's home rail carries its messages, CTS and pings (and
+		 * the other rails a striped write's pieces); a flush reads on
+		 * rail 0 */
 		int prc = r->kind == PROTO_REQ_FLUSH ? ofi_ep_progress(r->comm->ep) :
-						       proto_comm_progress(r->comm);
+			  striped ? proto_comm_progress_all(r->comm) :
+				    proto_comm_progress(r->comm);
 		if (prc < 0)
 			return ofi_err_sys(prc);
 		recv_skip_lazy_cts(r);
@@ -712,6 +870,8 @@ int net_test(void *request, int *done, int *sizes)
 				sizes[i] = (int)atomic_load(&q->got[i]);
 		}
 	}
+	if (r->kind == PROTO_REQ_RECV)
+		proto_recv_release_rails(container_of(r, struct proto_recv_req, h));
 	*done = 1;
 	proto_req_put(r);
 	return res;

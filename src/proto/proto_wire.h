@@ -19,10 +19,11 @@
 #include "ofi/ofi.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 6 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
+#define PROTO_VERSION 7 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
                           * 5: a connection's messages take the one rail its ACCEPT names;
-                          * 6: HELD answers every CONNECT that waits for accept */
+                          * 6: HELD answers every CONNECT that waits for accept;
+                          * 7: an RMA write's CQ data names the pieces it was cut into */
 
 struct proto_handle {
 	uint32_t magic;
@@ -127,17 +128,23 @@ struct proto_ping {
 };
 _Static_assert(sizeof(struct proto_ping) == 32, "ping layout");
 
-/* Remote CQ data of an RMA write: which buffer of which connection is full,
- * and how many bytes were written. 64 bits: size 32 | slot 8 | conn id 24. */
-#define PROTO_IMM_CONN_MASK 0xffffffu
-static inline uint64_t proto_imm(uint32_t conn, uint32_t slot, uint32_t size)
+/* Remote CQ data of an RMA write: which buffer of which connection it fills,
+ * the message's whole size, and into how many pieces the sender cut it (each
+ * piece a write of its own, on its own rail, with the same CQ data). 64 bits:
+ * size 32 | pieces - 1 3 | slot 8 | conn id 21. */
+#define PROTO_IMM_CONN_MASK 0x1fffffu
+_Static_assert(PROTO_MAX_RAILS <= 8, "pieces - 1 takes 3 bits of the CQ data");
+static inline uint64_t proto_imm(uint32_t conn, uint32_t slot, uint32_t size, uint32_t pieces)
 {
-	return (uint64_t)size << 32 | (uint64_t)(slot & 0xff) << 24 | (conn & PROTO_IMM_CONN_MASK);
+	return (uint64_t)size << 32 | (uint64_t)((pieces - 1) & 7) << 29 |
+	       (uint64_t)(slot & 0xff) << 21 | (conn & PROTO_IMM_CONN_MASK);
 }
-static inline void proto_imm_parse(uint64_t imm, uint32_t *conn, uint32_t *slot, uint32_t *size)
+static inline void proto_imm_parse(uint64_t imm, uint32_t *conn, uint32_t *slot, uint32_t *size,
+				   uint32_t *pieces)
 {
 	*conn = (uint32_t)imm & PROTO_IMM_CONN_MASK;
-	*slot = (uint32_t)(imm >> 24) & 0xff;
+	*slot = (uint32_t)(imm >> 21) & 0xff;
+	*pieces = ((uint32_t)(imm >> 29) & 7) + 1;
 	*size = (uint32_t)(imm >> 32);
 }
 

@@ -65,7 +65,7 @@ static int test_layout(void)
 	CHECK_EQ(sizeof(struct proto_cts), 344);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 6);
+	CHECK_EQ(PROTO_VERSION, 7);
 	/* ping, pong and goodbye: route, then the count of messages taken in word 5 */
 	CHECK_EQ(sizeof(struct proto_ping), 32);
 	CHECK_EQ(offsetof(struct proto_ping, route), 0);
@@ -349,7 +349,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 6");
+	CHECK_STR_CONTAINS(why, "expected 7");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
@@ -410,26 +410,36 @@ static int test_reject_text(void)
 	return 0;
 }
 
-/* RMA CQ data: connection, slot and size survive, whatever the other fields. */
+/* RMA CQ data: connection, slot, size and pieces survive, whatever the other fields. */
 static int test_imm(void)
 {
-	static const uint32_t conns[] = { 1, 2, 0x3fffff, PROTO_IMM_CONN_MASK };
+	static const uint32_t conns[] = { 1, 2, 0xfffff, PROTO_IMM_CONN_MASK };
 	static const uint32_t slots[] = { 0, 7, 31 << 3 | 7, 0xff };
 	static const uint32_t sizes[] = { 0, 1, 16385, 0x7fffffff, 0xffffffffu };
+	static const uint32_t pieces[] = { 1, 2, 7, 8 };
 	for (size_t c = 0; c < 4; c++)
 		for (size_t s = 0; s < 4; s++)
-			for (size_t z = 0; z < 5; z++) {
-				uint32_t conn, slot, size;
-				proto_imm_parse(proto_imm(conns[c], slots[s], sizes[z]), &conn, &slot, &size);
-				CHECK_EQ(conn, conns[c]);
-				CHECK_EQ(slot, slots[s]);
-				CHECK_EQ(size, sizes[z]);
-			}
+			for (size_t z = 0; z < 5; z++)
+				for (size_t p = 0; p < 4; p++) {
+					uint32_t conn, slot, size, n;
+					proto_imm_parse(proto_imm(conns[c], slots[s], sizes[z], pieces[p]),
+							&conn, &slot, &size, &n);
+					CHECK_EQ(conn, conns[c]);
+					CHECK_EQ(slot, slots[s]);
+					CHECK_EQ(size, sizes[z]);
+					CHECK_EQ(n, pieces[p]);
+				}
+	/* a connection id wider than the field is cut, never spills */
+	uint32_t conn, slot, size, n;
+	proto_imm_parse(proto_imm(0xffffffffu, 0, 5, 1), &conn, &slot, &size, &n);
+	CHECK_EQ(conn, PROTO_IMM_CONN_MASK);
+	CHECK_EQ(slot, 0);
+	CHECK_EQ(n, 1);
 	return 0;
 }
 
 static const struct unit_test tests[] = {
-	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot and size"),
+	TEST_ENTRY(test_imm, "RMA CQ data carries connection, slot, size and pieces"),
 	TEST_ENTRY(test_fnv_vectors, "FNV-1a 64 matches published vectors and chains"),
 	TEST_ENTRY(test_layout, "handle is 128 bytes, message 768, route first, checksum last"),
 	TEST_ENTRY(test_handle_roundtrip, "encode/check round trip, longest address, unaligned buffer"),
