@@ -339,9 +339,12 @@ void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *
 void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op);
 /* Last action of every completion callback: after it the comm may be freed. */
 void proto_op_done(struct proto_comm *c, struct ofi_op *op);
-/* ... of a data operation's: the completion is also a sign of life of the
- * peer, and ends the operation's bulk transfer (ofi_ep_bulk_end). */
-void proto_op_finish(struct proto_comm *c, struct ofi_op *op);
+/* ... of a data operation's, in this order: the completion is a sign of
+ * life of the peer; the operation ends (its bulk transfer, its posted mark);
+ * it counts in its request (ncomplete), after which test() may hand the
+ * request and the operation out again; then in the comm, after which the
+ * comm may be freed. The caller touches neither afterwards. */
+void proto_op_complete(struct proto_comm *c, struct ofi_op *op, atomic_int *ncomplete);
 /* Cancels the operation if it is posted. Callers hold the CQ locks of the
  * comm's rails: no completion runs between the check and the cancel. */
 void proto_op_cancel(struct ofi_op *op);

@@ -141,11 +141,13 @@ void proto_op_done(struct proto_comm *c, struct ofi_op *op)
 	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
 
-void proto_op_finish(struct proto_comm *c, struct ofi_op *op)
+void proto_op_complete(struct proto_comm *c, struct ofi_op *op, atomic_int *ncomplete)
 {
 	atomic_store_explicit(&c->last_ns, util_coarse_ns(), memory_order_relaxed);
 	ofi_ep_bulk_end(op);
-	proto_op_done(c, op);
+	atomic_store(&op->posted, 0);
+	atomic_fetch_add_explicit(ncomplete, 1, memory_order_release);
+	atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 }
 
 void proto_op_cancel(struct ofi_op *op)

@@ -83,8 +83,7 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		proto_req_fail(&q->h, data_err(c, err));
 	}
 	ofi_op_release(op);
-	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	proto_op_finish(c, op);
+	proto_op_complete(c, op, &q->h.ncomplete);
 }
 
 /* An RMA write's pieces, from q->cursor on: piece k goes on rail home + k,
@@ -388,8 +387,7 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		proto_req_fail(&q->h, data_err(c, err));
 	}
 	ofi_buf_put(c->dev->dom, bounce);
-	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	proto_op_finish(c, op);
+	proto_op_complete(c, op, &q->h.ncomplete);
 }
 
 /* The CQ data of a peer's RMA write, or of one of its pieces: when every
@@ -456,13 +454,16 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 }
 
 /* Cancels the receives of buffers whose striped write has landed on another
- * rail (proto_rma_landed). */
+ * rail (proto_rma_landed), under the home rail's CQ lock (proto_op_cancel). */
 static void recv_cancel_due(struct proto_recv_req *q)
 {
 	unsigned due = atomic_exchange(&q->cancel_due, 0);
+	struct ofi_ep *home = q->h.comm->rails[q->h.comm->home];
+	pthread_mutex_lock(&home->cq_lock);
 	for (int i = 0; due; i++, due >>= 1)
 		if (due & 1)
 			proto_op_cancel(&q->ops[i]);
+	pthread_mutex_unlock(&home->cq_lock);
 }
 
 /* A receive whose buffers may take striped writes (two pieces or more: the
@@ -511,8 +512,7 @@ static void recv_cts_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		LOG_TRACE(NCCL_NET, "receive: the CTS to %s failed: %s",
 			  container_of(c, struct proto_recv, c)->peer_text, fi_strerror(err->err));
 	}
-	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	proto_op_finish(c, op);
+	proto_op_complete(c, op, &q->h.ncomplete);
 }
 
 /* Posts what is not posted yet: each buffer's tagged receive, then the CTS
@@ -892,8 +892,7 @@ static void flush_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		}
 		proto_req_fail(&q->h, ofi_err_sys(-err->err));
 	}
-	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
-	proto_op_finish(c, op);
+	proto_op_complete(c, op, &q->h.ncomplete);
 }
 
 /* Posts the flush's read. Returns 0, -FI_EAGAIN (test() retries), or an error. */
