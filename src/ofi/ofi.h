@@ -89,6 +89,9 @@ struct ofi_mr {
 	struct fid_mr *mr;
 	void *desc;
 	uint64_t key;
+	/* the same range in each split rail's own domain, under the same key, so
+	 * a peer writes into it on any rail (ofi_domain.split with RMA writes) */
+	struct fid_mr *rail_mr[CFG_MAX_RAILS];
 	int refs;                  /* guarded by the domain lock */
 	struct ofi_domain *dom;
 };
@@ -154,11 +157,14 @@ struct ofi_domain {
 	 * messages (proto gives connections their home rails in turn) */
 	struct ofi_ep *eps[CFG_MAX_RAILS];
 	/* Rails after the first open their own fi_domain: a provider may
-	 * serialise every call of a domain's endpoints under one lock
-	 * (policy_traits.c, "split domains"), so rails of one domain never run
-	 * in parallel. Only where the traits allow it and nothing else needs
-	 * registrations on them (no GPU memory, no RMA writes): registrations
-	 * belong to the first domain, and the other rails get no descriptors. */
+	 * serialise every call of a domain's endpoints under one lock, or
+	 * progress them all from one engine (policy_traits.c, "split domains"),
+	 * so rails of one domain never run in parallel. Only where the traits
+	 * allow it (no local descriptors needed), without GPU memory, and with
+	 * RMA writes only where the plugin picks the keys (no FI_MR_PROV_KEY):
+	 * a registration is then repeated in each rail's domain under the same
+	 * key (rail_mr). Descriptors are the first domain's; the other rails get
+	 * none. */
 	bool split;
 	pthread_mutex_t zombie_lock;
 	struct dlist zombies;       /* closed objects waiting for their last completion */

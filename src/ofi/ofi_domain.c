@@ -99,7 +99,8 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	/* Endpoints are opened up front: with FI_MR_ENDPOINT every registration is
 	 * bound to each of them, so they must all exist before the first one. */
 	int nep = attr->nep < 1 ? 1 : attr->nep > CFG_MAX_RAILS ? CFG_MAX_RAILS : attr->nep;
-	dom->split = nep > 1 && dom->traits.split_domains && !dom->hmem && !dom->rma_write;
+	dom->split = nep > 1 && dom->traits.split_domains && !dom->hmem &&
+		     (!dom->rma_write || !(dom->mr_mode & FI_MR_PROV_KEY));
 	for (int i = 0; i < nep; i++) {
 		rc = ofi_ep_open(dom, i, &dom->eps[i]);
 		if (rc)
@@ -365,6 +366,15 @@ static uint64_t mr_next_key(struct ofi_domain *dom)
 	return k ? k : dom->next_key++;
 }
 
+static void mr_close_rails(struct ofi_mr *m)
+{
+	for (int i = 1; i < CFG_MAX_RAILS; i++) {
+		if (m->rail_mr[i])
+			(void)fi_close(&m->rail_mr[i]->fid);
+		m->rail_mr[i] = NULL;
+	}
+}
+
 static int mr_register_locked(struct ofi_domain *dom, struct ofi_mr *m,
 			      const struct ofi_mr_dmabuf *dmabuf)
 {
@@ -411,8 +421,24 @@ static int mr_register_locked(struct ofi_domain *dom, struct ofi_mr *m,
 	}
 	m->desc = fi_mr_desc(m->mr);
 	m->key = fi_mr_key(m->mr);
+	if (dom->split && dom->rma_write) {
+		/* the same key in every rail's domain: a CTS names one key */
+		attr->requested_key = m->key;
+		for (int i = 1; i < dom->nep; i++) {
+			rc = fi_mr_regattr(dom->eps[i]->own_domain, attr, 0, &m->rail_mr[i]);
+			if (!rc && fi_mr_key(m->rail_mr[i]) != m->key)
+				rc = -FI_EKEYREJECTED;
+			if (rc) {
+				LOG_WARN(NCCL_NET, "device %s: registering %p (%zu bytes) on rail %d "
+					 "failed: %s", dom->name, (void *)m->start,
+					 (size_t)(m->end - m->start), i, ofi_strerror(rc));
+				goto fail;
+			}
+		}
+	}
 	return 0;
 fail:
+	mr_close_rails(m);
 	fi_close(&m->mr->fid);
 	m->mr = NULL;
 	return rc;
@@ -490,6 +516,7 @@ void ofi_mr_put(struct ofi_mr *m)
 	}
 	ofi_mr_cache_remove(m);
 	pthread_mutex_unlock(&dom->lock);
+	mr_close_rails(m);
 	if (m->mr) {
 		int rc = fi_close(&m->mr->fid);
 		if (rc)

@@ -67,7 +67,9 @@
  *   progress lock, so rails of one domain never run in parallel. Rails after
  *   the first open their own domain wherever the entry needs no registration
  *   on each endpoint (no FI_MR_LOCAL or FI_MR_ENDPOINT); ofi_domain_open
- *   adds its own conditions (no GPU memory, no RMA writes).
+ *   adds its own conditions (no GPU memory; RMA writes only where the
+ *   plugin picks registration keys, so each rail's domain registers a
+ *   buffer under the same key).
  * ranking: without NCCL_FABRIC_PROVIDER, native tcp is preferred to
  *   tcp;ofi_rxm wherever both are usable: it moved NCCL's collectives faster
  *   through the plugin, whatever order libfabric lists them in.
