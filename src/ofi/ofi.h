@@ -454,7 +454,7 @@ static inline void ofi_ep_bulk_end(struct ofi_op *op)
 {
 	if (op->bulk) {
 		op->bulk = false;
-		atomic_fetch_sub_explicit(&op->ep->bulk, 1, memory_order_release);
+		ofi_ep_bulk_drop(op->ep);
 	}
 }
 /* A peer that left a close waiting in vain for its answer is probably gone:

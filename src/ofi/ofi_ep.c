@@ -685,18 +685,16 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
-void ofi_ep_bulk_begin(struct ofi_op *op)
-{
-	struct ofi_ep *ep = op->ep;
-	op->bulk = true;
-	if (atomic_fetch_add_explicit(&ep->bulk, 1, memory_order_acq_rel) == 0 && ep->thread_busy)
-		thread_wake(ep);
-}
-
 void ofi_ep_bulk_hold(struct ofi_ep *ep)
 {
 	if (atomic_fetch_add_explicit(&ep->bulk, 1, memory_order_acq_rel) == 0 && ep->thread_busy)
 		thread_wake(ep);
+}
+
+void ofi_ep_bulk_begin(struct ofi_op *op)
+{
+	op->bulk = true;
+	ofi_ep_bulk_hold(op->ep);
 }
 
 int ofi_ep_start_progress_thread(struct ofi_ep *ep, bool busy)

@@ -185,7 +185,7 @@ struct proto_send_req {
 	const void *data;
 	struct ofi_mr *mr;
 	struct proto_cts_entry cts;
-	struct ofi_op *more;       /* pieces 1.. (the comm's piece_ops), or NULL */
+	struct ofi_op *more;       /* pieces 1.. (its nrails - 1 of the comm's piece_ops), or NULL */
 };
 
 struct proto_recv_req {

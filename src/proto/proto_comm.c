@@ -182,8 +182,8 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 		proto_op_cancel(&s->out_op);
 		for (int i = 0; i < PROTO_SEND_REQS; i++) {
 			proto_op_cancel(&s->reqs[i].op);
-			for (int k = 0; s->piece_ops && k < s->c.nrails - 1; k++)
-				proto_op_cancel(&s->piece_ops[i * (s->c.nrails - 1) + k]);
+			for (int k = 0; s->reqs[i].more && k < s->c.nrails - 1; k++)
+				proto_op_cancel(&s->reqs[i].more[k]);
 		}
 		break;
 	}
@@ -242,8 +242,8 @@ static int comm_user_ops(struct proto_comm *c)
 			if (s->reqs[i].abort_size)
 				continue; /* stand-ins carry plugin memory */
 			n += atomic_load(&s->reqs[i].op.posted);
-			for (int k = 0; s->piece_ops && k < c->nrails - 1; k++)
-				n += atomic_load(&s->piece_ops[i * (c->nrails - 1) + k].posted);
+			for (int k = 0; s->reqs[i].more && k < c->nrails - 1; k++)
+				n += atomic_load(&s->reqs[i].more[k].posted);
 		}
 	} else if (c->kind == PROTO_RECV) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);

@@ -615,6 +615,8 @@ static int send_advance(struct proto_send *s)
 			if (!s->piece_ops)
 				LOG_WARN(NCCL_NET, "connect to %s: no memory to stripe writes over "
 					 "%d rails; each message takes one rail", s->peer_text, nrails);
+			for (int i = 0; s->piece_ops && i < PROTO_SEND_REQS; i++)
+				s->reqs[i].more = s->piece_ops + (size_t)i * (size_t)(nrails - 1);
 		}
 		s->remote_id = s->in.id;
 		s->c.home = s->in.rail % nrails; /* (below the listener's rails: checked) */

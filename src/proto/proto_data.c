@@ -144,7 +144,6 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		q->data = data;
 		q->mr = mr;
 		q->cts = *cts;
-		q->cursor = 0;
 		ssize_t rc = send_post_pieces(s, q);
 		if (rc && q->cursor > 0) {
 			/* some pieces are on their way: the request stands; test()
@@ -269,7 +268,6 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		q->pieces = 1;
 		q->cursor = 0;
 		q->piece = size;
-		q->more = s->piece_ops ? s->piece_ops + (q - s->reqs) * (s->c.nrails - 1) : NULL;
 		if (have && size > cts.size)
 			q->how = PROTO_SEND_ABORT;
 		else if (eager)
