@@ -1248,8 +1248,10 @@ static int log_count_with(const char *prefix, const char *const *also)
 #define MD_SIZES 6
 #define MD_ABORT_BIT (1ULL << 59) /* ignored by receives, as the plugin's abort bit */
 
+/* done is set last, with release, after tag, len and err: the waiting thread
+ * reads them after it sees done (acquire). */
 struct md_comp {
-	volatile int done;
+	int done;
 	int err;
 	uint64_t tag;
 	size_t len;
@@ -1305,7 +1307,7 @@ static void md_progress(void)
 
 				c->tag = e[i].tag;
 				c->len = e[i].len;
-				c->done = 1;
+				__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 			}
 			continue;
 		}
@@ -1318,7 +1320,7 @@ static void md_progress(void)
 					fi_strerror(err.err));
 				c->err = err.err;
 				c->tag = err.tag;
-				c->done = 1;
+				__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
 			}
 			continue;
 		}
@@ -1332,7 +1334,7 @@ static int md_wait(struct md_comp *c)
 {
 	time_t start = time(NULL);
 
-	while (!c->done) {
+	while (!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) {
 		md_progress();
 		if (time(NULL) - start > 30)
 			return -1;
