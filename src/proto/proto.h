@@ -136,8 +136,8 @@ struct proto_comm {
 	uint64_t secret;           /* the connection's, in its control messages (proto_msg) */
 	/* liveness: see PROTO_PING_NS */
 	_Atomic uint64_t last_ns;  /* last sign of life: a completion of this comm, or a pong */
-	struct ofi_op ping_op, pong_op, bye_op;
-	struct proto_ping ping_msg, pong_msg, bye_msg;
+	struct ofi_op ping_op, pong_op, bye_op, stop_op;
+	struct proto_ping ping_msg, pong_msg, bye_msg, stop_msg;
 	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
 	uint64_t ping_ns;          /* when the last ping was posted */
 	uint64_t probe_ns;         /* since when pings go unanswered (0: not probing) */
@@ -258,6 +258,13 @@ struct proto_send {
 	atomic_uint acked;
 	atomic_bool peer_closed;
 	atomic_bool answered;      /* a pong or goodbye of the peer arrived */
+	/* RMA writes into the receiver's buffers. Its goodbye revokes every
+	 * buffer it announced: no write is posted after it (peer_closed), and
+	 * once those in flight have completed the sender says how many pieces it
+	 * wrote in all (PROTO_STOPPED), as its own close does; the receiver's
+	 * close waits until that many have landed (proto_recv.pieces_in). */
+	atomic_uint writing;       /* pieces posted, not completed */
+	atomic_uint written;       /* pieces completed without error */
 	struct ofi_op *piece_ops;  /* (nrails - 1) per request where writes are striped */
 	struct proto_send_req reqs[PROTO_SEND_REQS];
 };
@@ -272,6 +279,9 @@ struct proto_recv {
 	struct ofi_op ack_op;
 	bool ack_posted;
 	atomic_uint taken;         /* messages that arrived (pongs and the goodbye tell the sender) */
+	atomic_uint pieces_in;     /* RMA write notices that named this connection */
+	atomic_uint peer_written;  /* the sender's PROTO_STOPPED: pieces it wrote in all */
+	atomic_bool peer_stopped;  /* ... which arrived: it writes no more */
 	char peer_text[64];
 	struct proto_seq_table seq;
 	void *sink;                /* closing: where cancelled receives drain */
@@ -431,6 +441,8 @@ static inline void proto_req_fail(struct proto_req *r, int rc)
 
 /* A peer's RMA write filled one of our buffers (ofi_rw_handler_fn). */
 void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len);
+/* Answers the receiver's revocation (PROTO_STOPPED) when no write is in flight. */
+void proto_send_stop(struct proto_send *s);
 /* Ends a receive's hold on its comm's other rails (test() when it is done;
  * close for the ones NCCL never saw done). */
 void proto_recv_release_rails(struct proto_recv_req *q);

@@ -291,6 +291,55 @@ static void send_wait_taken(struct proto_send *s)
 	}
 }
 
+/* Whether the receive comm announced a buffer for an RMA write (its CTS
+ * went out) that has not been filled: its sender may be writing there. */
+static bool recv_grants_open(struct proto_recv *r)
+{
+	for (int i = 0; i < PROTO_RECV_REQS; i++) {
+		struct proto_recv_req *q = &r->reqs[i];
+		if (q->h.in_use && q->h.kind == PROTO_REQ_RECV && q->cts_sent &&
+		    (atomic_load(&q->rma_expect) & ~atomic_load(&q->rma_done)))
+			return true;
+	}
+	return false;
+}
+
+/* closeRecv with buffers announced for RMA writes: NCCL frees them once we
+ * return, and a write on its way would land in freed memory (or, where NCCL
+ * did not deregister them, memory reused). The goodbye revokes them; wait
+ * (bounded) until the sender says it writes no more (PROTO_STOPPED, asked
+ * again with each goodbye) and every piece it wrote has landed. */
+static void recv_wait_stopped(struct proto_recv *r)
+{
+	struct proto_comm *c = &r->c;
+	uint64_t start = util_now_ns(), last = start;
+	while (!atomic_load(&c->dead) && !ofi_ep_peer_silent(c->ep, c->peer_rail0)) {
+		if (atomic_load(&r->peer_stopped) &&
+		    (int32_t)(atomic_load(&r->pieces_in) - atomic_load(&r->peer_written)) >= 0)
+			return;
+		uint64_t now = util_now_ns();
+		if (now - start > PROTO_CLOSE_WAIT_NS) {
+			LOG_WARN(NCCL_NET,
+				 "closing the connection from %s: the sender did not confirm within "
+				 "%d s that it stopped writing into the buffers this connection "
+				 "announced (%u of %u pieces landed%s); a late write may land in "
+				 "them after NCCL frees them",
+				 r->peer_text, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL),
+				 atomic_load(&r->pieces_in), atomic_load(&r->peer_written),
+				 atomic_load(&r->peer_stopped) ? "" : ", no answer");
+			return;
+		}
+		if (!atomic_load(&c->bye_op.posted) && now - last >= PROTO_CLOSE_PING_NS) {
+			last = now;
+			ssize_t rc = proto_ping_post(c, &c->bye_op, &c->bye_msg, PROTO_BYE);
+			if (rc && rc != -FI_EAGAIN)
+				return;
+		}
+		if (proto_comm_progress_all(c) <= 0)
+			sched_yield();
+	}
+}
+
 void proto_comm_retire(struct proto_comm *c)
 {
 	if (!c)
@@ -301,9 +350,13 @@ void proto_comm_retire(struct proto_comm *c)
 	if (c->kind == PROTO_RECV) {
 		/* tell the sender how many messages we took: its close then waits
 		 * for no more (a goodbye the provider cannot send is no loss) */
-		if (c->ping_id && !atomic_load(&c->dead))
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		if (c->ping_id && !atomic_load(&c->dead)) {
 			(void)proto_ping_post(c, &c->bye_op, &c->bye_msg, PROTO_BYE);
-		recv_prepare_sink(container_of(c, struct proto_recv, c));
+			if (recv_grants_open(r))
+				recv_wait_stopped(r);
+		}
+		recv_prepare_sink(r);
 	}
 	/* control messages and RMA notices for it are dropped from now on */
 	ofi_domain_unregister(ep->dom, &c->reg);
@@ -332,6 +385,10 @@ void proto_comm_retire(struct proto_comm *c)
 			 "closing a connection: %d operation(s) still use NCCL's buffers after %d s "
 			 "(the peer stopped making progress); freeing those buffers now may fault",
 			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
+	/* a receiver that closes later learns here how many pieces to wait for */
+	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 &&
+	    atomic_load(&container_of(c, struct proto_send, c)->written))
+		proto_send_stop(container_of(c, struct proto_send, c));
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
 		comm_release(&c->zombie);
 	else

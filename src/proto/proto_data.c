@@ -82,6 +82,12 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		}
 		proto_req_fail(&q->h, data_err(c, err));
 	}
+	if (q->how == PROTO_SEND_RMA) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		if (!err)
+			atomic_fetch_add(&s->written, 1);
+		atomic_fetch_sub(&s->writing, 1);
+	}
 	ofi_op_release(op);
 	proto_op_complete(c, op, &q->h.ncomplete);
 }
@@ -104,6 +110,14 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 		op->complete = q->op.complete;
 		op->owner = q;
 		op->index = k;
+		/* counted before the goodbye is looked at, which counts after it is
+		 * marked (proto_send_stop): a write is either posted before the
+		 * sender answers STOPPED or never */
+		atomic_fetch_add(&s->writing, 1);
+		if (atomic_load(&s->peer_closed)) {
+			atomic_fetch_sub(&s->writing, 1);
+			return -FI_ECONNRESET;
+		}
 		proto_op_will_post(c, op, c->rails[rail]);
 		ofi_op_hold(op, q->mr);
 		ofi_ep_bulk_begin(op);
@@ -113,6 +127,7 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 			ofi_ep_bulk_end(op);
 			ofi_op_release(op);
 			proto_op_not_posted(c, op);
+			atomic_fetch_sub(&s->writing, 1);
 			return rc;
 		}
 	}
@@ -124,9 +139,15 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
  * NCCL aborts on the error). */
 static void send_pieces_fail(struct proto_send *s, struct proto_send_req *q, int rc)
 {
-	LOG_WARN(NCCL_NET, "isend: writing piece %d of %d of a %zu-byte message to %s failed: %s",
-		 q->cursor + 1, q->pieces, q->size, s->peer_text, ofi_strerror(rc));
-	proto_req_fail(&q->h, ofi_err_sys(rc));
+	if (rc == -FI_ECONNRESET)
+		LOG_WARN(NCCL_NET, "isend: the receiver %s closed its connection while piece %d of "
+			 "%d of a %zu-byte message was due; the rest is not written", s->peer_text,
+			 q->cursor + 1, q->pieces, q->size);
+	else
+		LOG_WARN(NCCL_NET, "isend: writing piece %d of %d of a %zu-byte message to %s "
+			 "failed: %s", q->cursor + 1, q->pieces, q->size, s->peer_text,
+			 ofi_strerror(rc));
+	proto_req_fail(&q->h, rc == -FI_ECONNRESET ? rc : ofi_err_sys(rc));
 	atomic_fetch_add(&q->h.ncomplete, q->pieces - q->cursor);
 	q->cursor = q->pieces;
 }
@@ -305,6 +326,11 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			(void)ofi_ep_progress(c->rails[rail]);
 			return 0;
 		}
+		if (rc == -FI_ECONNRESET) {
+			LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: the receiver closed its "
+				 "connection; the message cannot be delivered", size, s->peer_text);
+			return (int)rc;
+		}
 		LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
 			 q && q->how == PROTO_SEND_RMA ? "fi_writedata" : "fi_tsend",
 			 ofi_strerror((int)rc));
@@ -410,6 +436,7 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	if (!r || r->c.magic != PROTO_COMM_MAGIC || r->c.kind != PROTO_RECV) {
 		why = "no such connection (closed?)";
 	} else {
+		atomic_fetch_add(&r->pieces_in, 1); /* it landed, whatever it names: close counts it */
 		q = &r->reqs[(slot >> 3) % PROTO_RECV_REQS];
 		if (!q->h.in_use || q->h.kind != PROTO_REQ_RECV || i >= q->h.n ||
 		    !(atomic_load(&q->rma_expect) & (1u << i)) ||

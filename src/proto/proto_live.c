@@ -43,6 +43,7 @@ void proto_live_init(struct proto_comm *c)
 	proto_op_init(&c->ping_op, ping_done, c, 0);
 	proto_op_init(&c->pong_op, pong_done, c, 0);
 	proto_op_init(&c->bye_op, pong_done, c, 0);
+	proto_op_init(&c->stop_op, pong_done, c, 0);
 	atomic_flag_clear(&c->alive_busy);
 	atomic_init(&c->last_ns, util_coarse_ns());
 }
@@ -51,7 +52,9 @@ ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_pi
 			enum proto_ping_type type)
 {
 	uint32_t taken = c->kind == PROTO_RECV ?
-				 atomic_load(&container_of(c, struct proto_recv, c)->taken) : 0;
+				 atomic_load(&container_of(c, struct proto_recv, c)->taken) :
+			 type == PROTO_STOPPED ?
+				 atomic_load(&container_of(c, struct proto_send, c)->written) : 0;
 	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
 				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
 				    .taken = taken, .secret = c->secret };
@@ -81,7 +84,8 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
 	}
 	if (len != sizeof(*m) || m->magic != PROTO_PING_MAGIC || !c->ping_id ||
 	    m->from_id != c->ping_id || m->secret != c->secret ||
-	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE)) {
+	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE &&
+	     !(m->type == PROTO_STOPPED && c->kind == PROTO_RECV))) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
 		LOG_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
@@ -97,11 +101,17 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
 		uint32_t acked = atomic_load(&s->acked);
 		if ((int32_t)(m->taken - acked) > 0)
 			atomic_store(&s->acked, m->taken);
-		if (m->type == PROTO_BYE)
+		if (m->type == PROTO_BYE) {
 			atomic_store(&s->peer_closed, true);
+			proto_send_stop(s);
+		}
 	}
 	if (m->type == PROTO_PONG) {
 		atomic_store(&c->last_ns, util_coarse_ns());
+	} else if (m->type == PROTO_STOPPED) {
+		struct proto_recv *r = container_of(c, struct proto_recv, c);
+		atomic_store(&r->peer_written, m->taken);
+		atomic_store(&r->peer_stopped, true);
 	} else if (m->type == PROTO_BYE) {
 		/* (its pings go unanswered from now on: liveness sees the rest) */
 	} else if (!atomic_load(&c->pong_op.posted)) {
@@ -109,6 +119,20 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
 		(void)proto_ping_post(c, &c->pong_op, &c->pong_msg, PROTO_PONG);
 	}
 	pthread_mutex_unlock(&dom->id_lock);
+}
+
+/* The receiver revoked its buffers (its goodbye; peer_closed is set): once
+ * no write of ours is in flight, say so and how many pieces we wrote. Asked
+ * again by each goodbye the closing receiver repeats, so a write that was in
+ * flight at the first is answered by a later one; called where the home
+ * rail's CQ lock is held or no lock is (a post from another rail's
+ * completion could wait on this rail's lock while its reader waits for ours). */
+void proto_send_stop(struct proto_send *s)
+{
+	if (!s->c.dev->dom->rma_write || atomic_load(&s->writing) != 0 ||
+	    atomic_load(&s->c.stop_op.posted))
+		return;
+	(void)proto_ping_post(&s->c, &s->c.stop_op, &s->c.stop_msg, PROTO_STOPPED);
 }
 
 /* The peer is gone: every request of the comm fails (proto_gone_rc; NCCL sees

@@ -19,11 +19,12 @@
 #include "ofi/ofi.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 7 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
+#define PROTO_VERSION 8 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
                           * 5: a connection's messages take the one rail its ACCEPT names;
                           * 6: HELD answers every CONNECT that waits for accept;
-                          * 7: an RMA write's CQ data names the pieces it was cut into */
+                          * 7: an RMA write's CQ data names the pieces it was cut into;
+                          * 8: a receiver's goodbye revokes its buffers, answered by STOPPED */
 
 struct proto_handle {
 	uint32_t magic;
@@ -116,14 +117,18 @@ _Static_assert(sizeof(struct proto_cts) == 344, "CTS layout");
  * the CTS pool there (control kind PING, tag id = the addressee), and must
  * name the addressee's peer (from_id) and carry the connection's secret. */
 #define PROTO_PING_MAGIC 0x474e4950u /* "PING" */
-/* PROTO_BYE: a receive comm closing tells its sender how many messages it took */
-enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3 };
+/* PROTO_BYE: a receive comm closing tells its sender how many messages it
+ * took, and revokes the buffers it announced for RMA writes. PROTO_STOPPED:
+ * the sender's answer to it (or its own close's word), once no write of it is
+ * in flight: it writes no more, and wrote this many pieces in all (taken). */
+enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3, PROTO_STOPPED = 4 };
 struct proto_ping {
 	uint64_t route;
 	uint32_t magic;
 	uint32_t type;     /* enum proto_ping_type */
 	uint32_t from_id;  /* the sending object's id: the addressee's peer */
-	uint32_t taken;    /* pong or goodbye of a receive comm: messages it took in (mod 2^32) */
+	uint32_t taken;    /* pong or goodbye of a receive comm: messages it took in;
+			    * STOPPED: pieces the sender wrote (mod 2^32) */
 	uint64_t secret;
 };
 _Static_assert(sizeof(struct proto_ping) == 32, "ping layout");

@@ -65,7 +65,7 @@ static int test_layout(void)
 	CHECK_EQ(sizeof(struct proto_cts), 344);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 7);
+	CHECK_EQ(PROTO_VERSION, 8);
 	/* ping, pong and goodbye: route, then the count of messages taken in word 5 */
 	CHECK_EQ(sizeof(struct proto_ping), 32);
 	CHECK_EQ(offsetof(struct proto_ping, route), 0);
@@ -349,7 +349,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 7");
+	CHECK_STR_CONTAINS(why, "expected 8");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
