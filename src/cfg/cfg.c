@@ -52,6 +52,11 @@ int cfg_parse(const struct cfg_desc *d, const char *text, struct cfg_value *out)
 			return -EINVAL;
 		break;
 	case CFG_INT: {
+		/* an integer setting with the name list "auto" also takes that word: 0 */
+		if (d->enum_names && !strcmp(d->enum_names, "auto") && !strcasecmp(text, "auto")) {
+			out->i = 0;
+			break;
+		}
 		char *end = NULL;
 		errno = 0;
 		long long v = strtoll(text, &end, 10);

@@ -46,12 +46,13 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "Without either, GPU memory is not used.")                                         \
 	X(MAX_RECVS, CFG_INT, "8", 1, 8, NULL,                                             \
 	  "Largest grouped receive offered to NCCL (maxRecvs).")                              \
-	X(RAILS, CFG_INT, "0", 0, CFG_MAX_RAILS, NULL,                                     \
+	X(RAILS, CFG_INT, "auto", 0, CFG_MAX_RAILS, "auto",                               \
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path. The receiver gives each connection a home "     \
-	  "rail, in turn, which all its messages take (a stream provider such as tcp gives "  \
-	  "each rail its own stream). 0 (the default): one rail; more rails pay where each "   \
-	  "process has CPUs to spare (see nccl-fabric-info).")                                 \
+	  "rail, in turn; messages from NCCL_FABRIC_STRIPE_MIN up are cut over all rails. "    \
+	  "auto (or 0, the default): where the host CPU moves the bytes (tcp), half the CPUs " \
+	  "this process may use, shared by the plugin processes on this host, at most 4; "    \
+	  "else one. nccl-fabric-info and the INFO log say what was chosen and why.")         \
 	X(PROGRESS_THREADS, CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions while the rail moves large messages, so " \
 	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \
@@ -62,11 +63,12 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
 	  "completes without the receiver (stream providers 65536, NCCL's LL receive size; "   \
 	  "others their inject size).") \
-	X(RMA, CFG_BOOL, "0", 0, 1, NULL,                                                  \
-	  "1: messages above NCCL_FABRIC_EAGER_MAX go as one RMA write with remote CQ data "   \
-	  "into the buffer the receiver announced, where the provider offers it. Off by "      \
-	  "default: a receive comm closed with announced buffers cannot stop a write already " \
-	  "on its way. 0: one tagged send after the clear-to-send.")                          \
+	X(RMA, CFG_BOOL, "1", 0, 1, NULL,                                                  \
+	  "1 (the default): messages above NCCL_FABRIC_EAGER_MAX go as RMA writes with remote " \
+	  "CQ data into the buffer the receiver announced, where the provider has FI_RMA and " \
+	  "8 bytes of CQ data (nccl-fabric-info says which); a receive comm that closes "     \
+	  "revokes its buffers and waits for writes on their way. 0: one tagged send after "  \
+	  "the clear-to-send.")                                                                \
 	X(STRIPE_MIN, CFG_INT, "131072", 0, 1073741824, NULL,                              \
 	  "Messages of at least this many bytes that go as RMA writes (NCCL_FABRIC_RMA) are "  \
 	  "cut by the sender into pieces of at least 64 KiB, one per rail, written on all "    \

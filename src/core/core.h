@@ -41,6 +41,7 @@ struct core_plugin {
 	/* NCCL's RMA plugin: each device's RMA entry (owned) and the verdict */
 	struct rma_device rma[POLICY_MAX_DEVS];
 	void *libfabric_pin;
+	char procs_dir[128];       /* where the plugin processes of this host are counted */
 };
 
 /* The live plugin context, or NULL outside init..finalize. */

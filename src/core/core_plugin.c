@@ -9,6 +9,8 @@
 #include "core/core.h"
 
 #include <dirent.h>
+#include <sched.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +271,17 @@ static void rma_device_init(struct core_plugin *p, struct proto_device *dev,
 
 /* Builds the whole context; on failure returns NULL, with *rc the -FI_* code,
  * and has logged why. */
+/* CPUs this process may run on (its affinity: a rank pinned to a socket
+ * counts that socket's). */
+static int core_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
 static struct core_plugin *plugin_create(int *rc)
 {
 	struct core_plugin *p = calloc(1, sizeof(*p));
@@ -287,6 +300,13 @@ static struct core_plugin *plugin_create(int *rc)
 		if (p->cfg.v[id].source == CFG_SRC_INVALID_ENV)
 			LOG_WARN(NCCL_INIT | NCCL_ENV, "%s=\"%s\" is not valid; using the default \"%s\"",
 				 cfg_descs[id].name, p->cfg.v[id].invalid, cfg_descs[id].def);
+
+	/* counted by the other plugin processes on this host (their rails) */
+	util_procs_dir(p->procs_dir, sizeof(p->procs_dir));
+	int jrc = util_procs_join(p->procs_dir);
+	if (jrc)
+		LOG_INFO(NCCL_INIT | NCCL_NET, "%s: %s; automatic rails count this process alone",
+			 p->procs_dir, strerror(-jrc));
 
 	cuda_open(&p->cuda);
 	int drc = ofi_discover(&p->cfg, &p->disc);
@@ -337,14 +357,22 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->dmabuf = p->hmem.dmabuf;
 		dev->provider = p->disc.sel.provider;
 		dev->cq_batch = (int)p->cfg.v[CFG_CQ_BATCH].i;
-		dev->rma_cfg = p->cfg.v[CFG_RMA].i != 0;
+		struct policy_data_path path;
+		policy_data_path(p->cfg.v[CFG_RMA].i != 0, sel->provider, dev->info, &path);
+		dev->rma_cfg = path.rma;
+		util_strlcpy(dev->data_reason, path.reason, sizeof(dev->data_reason));
 		dev->stripe_min = (size_t)p->cfg.v[CFG_STRIPE_MIN].i;
 		dev->flush_rma = dev->hmem && p->hmem.flush == POLICY_FLUSH_RMA_READ;
 		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
+		/* rails: decided again when the device opens (proto_device_open), when
+		 * the ranks that share this host have all started */
+		dev->rails_in = (struct policy_rails_input){
+			.ncpus = core_cpus(), .nprocs = util_procs_count(p->procs_dir),
+			.cpu_copies = traits.stream, .cfg_rails = (int)p->cfg.v[CFG_RAILS].i,
+			.threads_mode = (int)p->cfg.v[CFG_PROGRESS_THREADS].i };
+		util_strlcpy(dev->procs_dir, p->procs_dir, sizeof(dev->procs_dir));
 		struct policy_rails_choice rails;
-		long ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-		policy_rails(ncpus > 0 ? (int)ncpus : 1, (int)p->cfg.v[CFG_RAILS].i,
-			     (int)p->cfg.v[CFG_PROGRESS_THREADS].i, &rails);
+		policy_rails(&dev->rails_in, &rails);
 		dev->nrails = rails.rails;
 		dev->progress_threads = rails.threads;
 		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));

@@ -221,15 +221,12 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
-			bool rma = ofi_info_rma_write(dev->info);
-			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s; a receive "
-				"that can only get eager messages sends no clear-to-send (lazy: only if "
-				"it still waits after 1 ms); control messages untagged\n",
-				dev->rails_reason, dev->eager_reason,
-				rma && v->cfg->v[CFG_RMA].i ? "one RMA write each (NCCL_FABRIC_RMA=1)" :
-				rma ? "one tagged send after the clear-to-send (RMA writes possible: "
-				      "NCCL_FABRIC_RMA=1)" :
-				      "one tagged send after the clear-to-send (no RMA writes with CQ data)");
+			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s%s; a "
+				"receive that can only get eager messages sends no clear-to-send (lazy: "
+				"only if it still waits after 1 ms); control messages untagged\n",
+				dev->rails_reason, dev->eager_reason, dev->data_reason,
+				dev->rma_cfg && dev->stripe_min && dev->nrails > 1 ?
+					", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			fprintf(out, "     faults: a silent peer is pinged after 1 s and declared gone after "
 				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s\n",
 				(long long)v->cfg->v[CFG_PEER_TIMEOUT].i,

@@ -821,25 +821,66 @@ size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *re
 	return v;
 }
 
-void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out)
+void policy_rails(const struct policy_rails_input *in, struct policy_rails_choice *out)
 {
-	/* One rail unless asked. More rails raise large-message bandwidth where
-	 * each process has CPUs to spare, but cost small messages and bandwidth
-	 * where ranks share the CPUs; how many ranks share the host is not ours
-	 * to see, so the default is what never loses. */
-	if (cfg_rails > 0) {
-		out->rails = cfg_rails;
-		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", cfg_rails);
-	} else {
+	int ncpus = in->ncpus > 0 ? in->ncpus : 1, nprocs = in->nprocs > 0 ? in->nprocs : 1;
+	if (in->cfg_rails > 0) {
+		out->rails = in->cfg_rails;
+		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", in->cfg_rails);
+	} else if (!in->cpu_copies) {
+		/* the NIC moves the bytes: another endpoint adds no engine */
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason), "1 (the default; %d CPUs: more rails raise "
-			 "large-message bandwidth where each process has CPUs to spare, and cost when "
-			 "ranks share them)", ncpus);
+		snprintf(out->reason, sizeof(out->reason),
+			 "1 (auto: the provider does not move bytes with the host CPU)");
+	} else {
+		/* Each rail's thread copies with a core of its own while a large
+		 * message moves, and the rank's own threads need the rest: half the
+		 * CPUs each process gets, at most POLICY_AUTO_RAILS_MAX (beyond that
+		 * the streams' CPU cost grows faster than the bandwidth). */
+		int per = ncpus / nprocs;
+		int rails = per / 2;
+		rails = rails < 1 ? 1 : rails > POLICY_AUTO_RAILS_MAX ? POLICY_AUTO_RAILS_MAX : rails;
+		out->rails = rails;
+		snprintf(out->reason, sizeof(out->reason),
+			 "%d (auto: %d CPUs for this process, %d plugin process%s on this host: %d "
+			 "each, half of them, at most %d)", rails, ncpus, nprocs, nprocs == 1 ? "" : "es",
+			 per, POLICY_AUTO_RAILS_MAX);
 	}
-	out->threads = threads_mode == 1 || (threads_mode == 0 && out->rails > 1);
+	out->threads = in->threads_mode == 1 || (in->threads_mode == 0 && out->rails > 1);
 	size_t n = strlen(out->reason);
 	snprintf(out->reason + n, sizeof(out->reason) - n, "; progress threads %s%s",
-		 out->threads ? "on" : "off", threads_mode == 0 ? " (auto)" : "");
+		 out->threads ? "on" : "off", in->threads_mode == 0 ? " (auto)" : "");
+}
+
+/* ---------------- the data path ---------------- */
+
+void policy_data_path(bool cfg_rma, const char *provider, const struct fi_info *info,
+		      struct policy_data_path *out)
+{
+	const char *prov = provider && provider[0] ? provider : "(none)";
+	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	uint64_t caps = info ? info->caps : 0;
+	size_t cq_data = info && info->domain_attr ? info->domain_attr->cq_data_size : 0;
+	const char *why = NULL;
+	if (!cfg_rma)
+		why = "NCCL_FABRIC_RMA=0";
+	else if ((caps & wcaps) != wcaps)
+		why = "the provider has no FI_RMA with remote writes";
+	else if (cq_data < 8)
+		why = "the provider's remote CQ data is shorter than 8 bytes";
+	else if (info->mode & FI_RX_CQ_DATA)
+		why = "the provider's remote CQ data consumes a receive (FI_RX_CQ_DATA)";
+	out->rma = why == NULL;
+	if (out->rma)
+		snprintf(out->reason, sizeof(out->reason),
+			 "RMA writes into the receiver's buffer (%s has FI_RMA and %zu bytes of "
+			 "remote CQ data; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data);
+	else if (!cfg_rma)
+		snprintf(out->reason, sizeof(out->reason),
+			 "one tagged send after the clear-to-send (%s)", why);
+	else
+		snprintf(out->reason, sizeof(out->reason),
+			 "one tagged send after the clear-to-send (%s: %s)", prov, why);
 }
 
 /* ---------------- NCCL's RMA plugin ---------------- */

@@ -223,16 +223,34 @@ void policy_rma(int mode, const char *provider, const struct policy_rma_caps *ca
 		const struct policy_hmem_decision *hmem, struct policy_rma_decision *out);
 const char *policy_rma_order_name(enum policy_rma_order o);
 
-/* Rails (endpoints per device) and progress threads. Pure: the CPUs and the
- * settings in; a choice and its reason out. */
+/* Rails (endpoints per device) and progress threads. Pure: the CPUs, the
+ * processes sharing them and the settings in; a choice and its reason out. */
+#define POLICY_AUTO_RAILS_MAX 4
+struct policy_rails_input {
+	int ncpus;       /* CPUs this process may run on (its affinity) */
+	int nprocs;      /* plugin processes on this host, this one included */
+	bool cpu_copies; /* the provider moves bytes with the host CPU (a stream: tcp) */
+	int cfg_rails;   /* NCCL_FABRIC_RAILS: 0 auto, else the count */
+	int threads_mode; /* NCCL_FABRIC_PROGRESS_THREADS: 0 auto, 1 on, 2 off */
+};
 struct policy_rails_choice {
 	int rails;
 	bool threads;
 	char reason[POLICY_REASON_LEN];
 };
-/* cfg_rails: NCCL_FABRIC_RAILS (0: the default, one rail); threads_mode:
- * NCCL_FABRIC_PROGRESS_THREADS (0 auto, 1 on, 2 off). */
-void policy_rails(int ncpus, int cfg_rails, int threads_mode, struct policy_rails_choice *out);
+void policy_rails(const struct policy_rails_input *in, struct policy_rails_choice *out);
+
+/* How messages above the eager limit move. Pure: the setting and the
+ * provider's entry in; the choice and its reason out. RMA writes into the
+ * buffer the receiver announced where the provider has FI_RMA with remote
+ * writes and 8 bytes of remote CQ data that consume no receive; else one
+ * tagged send after the clear-to-send. */
+struct policy_data_path {
+	bool rma;
+	char reason[POLICY_REASON_LEN];
+};
+void policy_data_path(bool cfg_rma, const char *provider, const struct fi_info *info,
+		      struct policy_data_path *out);
 
 /* The eager limit: messages up to it are sent without waiting for the
  * receiver. auto (cfg_eager < 0): what the provider completes on its own

@@ -104,11 +104,14 @@ struct proto_device {
 	bool dmabuf;                  /* DMA-BUF registration offered */
 	const char *provider;         /* the selected provider's name (discovery's) */
 	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
-	bool rma_cfg;                 /* NCCL_FABRIC_RMA */
+	bool rma_cfg;                 /* large messages as RMA writes (policy_data_path) */
+	char data_reason[POLICY_REASON_LEN];
 	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
 	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
 	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
 	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
+	struct policy_rails_input rails_in; /* what chose them: again at open when auto */
+	char procs_dir[128];
 	bool progress_threads;
 	char rails_reason[POLICY_REASON_LEN];
 	char eager_reason[96];

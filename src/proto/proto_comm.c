@@ -404,6 +404,16 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 {
 	int rc = 0;
 	pthread_mutex_lock(&dev->open_lock);
+	if (!dev->dom && dev->rails_in.cfg_rails == 0) {
+		/* auto: counted again now, when a job's ranks have all started (NCCL
+		 * opens a device once its bootstrap is done) */
+		struct policy_rails_choice rails;
+		dev->rails_in.nprocs = util_procs_count(dev->procs_dir);
+		policy_rails(&dev->rails_in, &rails);
+		dev->nrails = rails.rails;
+		dev->progress_threads = rails.threads;
+		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
+	}
 	if (!dev->dom) {
 		struct ofi_domain_attr attr = {
 			.info = dev->info,
@@ -429,17 +439,15 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 		if (rc)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", ofi_strerror(rc));
 		else {
-			char how[96];
-			if (!dev->dom->rma_write)
-				snprintf(how, sizeof(how), "one tagged send each");
-			else if (dev->dom->nep > 1 && dev->stripe_min)
-				snprintf(how, sizeof(how), "RMA writes, cut over the rails from %zu bytes",
-					 dev->stripe_min);
+			char how[POLICY_REASON_LEN + 64];
+			if (dev->dom->rma_write && dev->dom->nep > 1 && dev->stripe_min)
+				snprintf(how, sizeof(how), "%s, cut over the rails from %zu bytes",
+					 dev->data_reason, dev->stripe_min);
 			else
-				snprintf(how, sizeof(how), "one RMA write each");
+				snprintf(how, sizeof(how), "%s", dev->data_reason);
 			LOG_INFO(NCCL_NET | NCCL_INIT,
 				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
-				 "%s, larger messages as %s",
+				 "%s; larger messages: %s",
 				 dev->index, dev->props.name, dev->provider,
 				 dev->info->fabric_attr->name, dev->rails_reason,
 				 dev->dom->split ? ", each rail its own domain" :

@@ -61,4 +61,11 @@ static inline uint64_t util_coarse_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* Processes on this host that use the plugin (util_procs.c): join holds a
+ * lock for the process's life; count takes the live ones (this one too) and
+ * removes what dead processes left. dir: util_procs_dir's, or a test's. */
+void util_procs_dir(char *out, size_t len);
+int util_procs_join(const char *dir);
+int util_procs_count(const char *dir);
+
 #endif

@@ -281,7 +281,9 @@ static int test_table_sane(void)
 		CHECK(!strncmp(d->name, "NCCL_FABRIC_", 12));
 		CHECK(d->help && strlen(d->help) > 10);
 		CHECK(d->def != NULL);
-		CHECK((d->type == CFG_ENUM) == (d->enum_names != NULL));
+		/* names: an enum's values, or "auto" for an integer that also takes it */
+		CHECK((d->type == CFG_ENUM) == (d->enum_names != NULL) ||
+		      (d->type == CFG_INT && !strcmp(d->enum_names, "auto")));
 		if (d->type == CFG_INT || d->type == CFG_BOOL)
 			CHECK(d->min <= d->max);
 		for (int k = 0; k < id; k++)
@@ -423,7 +425,10 @@ static int test_int_bounds(void)
 		{ CFG_TIMEOUT, "86401", 0, 0 },
 		{ CFG_CQ_BATCH, "257", 0, 0 },
 		{ CFG_CQ_BATCH, "1", 1, 1 },
-		{ CFG_RAILS, "0", 1, 0 }, /* the default: one rail */
+		{ CFG_RAILS, "0", 1, 0 }, /* auto */
+		{ CFG_RAILS, "auto", 1, 0 },
+		{ CFG_RAILS, "AUTO", 1, 0 },
+		{ CFG_MAX_RECVS, "auto", 0, 0 }, /* only where the setting takes it */
 		{ CFG_RAILS, "8", 1, CFG_MAX_RAILS },
 		{ CFG_RAILS, "9", 0, 0 },
 	};

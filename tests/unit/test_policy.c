@@ -1450,24 +1450,76 @@ static int test_hmem_flush(void)
 static int test_datapath_defaults(void)
 {
 	struct policy_rails_choice c;
-	policy_rails(16, 0, 0, &c);
-	CHECK_EQ(c.rails, 1); /* NCCL_FABRIC_RAILS=0: one rail */
-	CHECK(!c.threads);
-	CHECK_STR_CONTAINS(c.reason, "1 (the default; 16 CPUs");
-	policy_rails(2, 0, 0, &c);
-	CHECK_EQ(c.rails, 1);
-	CHECK(!c.threads); /* auto: threads only with several rails */
-	policy_rails(64, 0, 0, &c);
-	CHECK_EQ(c.rails, 1);
-	policy_rails(16, 4, 0, &c);
+	struct policy_rails_input in = { .ncpus = 16, .nprocs = 2, .cpu_copies = true };
+	/* auto: half the CPUs each process gets, at most 4 */
+	policy_rails(&in, &c);
 	CHECK_EQ(c.rails, 4);
 	CHECK(c.threads); /* auto: threads with several rails */
-	policy_rails(2, 3, 2, &c);
+	CHECK_STR_CONTAINS(c.reason, "4 (auto: 16 CPUs for this process, 2 plugin processes");
+	in.nprocs = 8; /* 8 ranks share 16 CPUs: one rail each */
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, 1);
+	CHECK(!c.threads);
+	in.nprocs = 4;
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, 2);
+	in.nprocs = 0; /* not counted: this process alone */
+	in.ncpus = 2;
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, 1);
+	in.ncpus = 128;
+	in.nprocs = 1;
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, POLICY_AUTO_RAILS_MAX);
+	in.nprocs = 200; /* more processes than CPUs */
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, 1);
+	in = (struct policy_rails_input){ .ncpus = 64, .nprocs = 1, .cpu_copies = false };
+	policy_rails(&in, &c); /* the NIC moves the bytes */
+	CHECK_EQ(c.rails, 1);
+	CHECK_STR_CONTAINS(c.reason, "does not move bytes with the host CPU");
+	/* the setting wins */
+	in = (struct policy_rails_input){ .ncpus = 2, .nprocs = 8, .cpu_copies = true, .cfg_rails = 3,
+					  .threads_mode = 2 };
+	policy_rails(&in, &c);
 	CHECK_EQ(c.rails, 3);
 	CHECK(!c.threads);
 	CHECK_STR_CONTAINS(c.reason, "NCCL_FABRIC_RAILS");
-	policy_rails(2, 1, 1, &c);
+	in.cfg_rails = 1;
+	in.threads_mode = 1;
+	policy_rails(&in, &c);
+	CHECK_EQ(c.rails, 1);
 	CHECK(c.threads);
+
+	/* large messages: RMA writes where the entry has them, else tagged */
+	struct fi_info *fi = fi_allocinfo();
+	CHECK(fi != NULL);
+	struct policy_data_path dp;
+	fi->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ;
+	fi->domain_attr->cq_data_size = 8;
+	policy_data_path(true, "tcp", fi, &dp);
+	CHECK(dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "RMA writes into the receiver's buffer (tcp has FI_RMA");
+	policy_data_path(false, "tcp", fi, &dp);
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "(NCCL_FABRIC_RMA=0)");
+	fi->domain_attr->cq_data_size = 4;
+	policy_data_path(true, "x", fi, &dp);
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 8 bytes");
+	fi->domain_attr->cq_data_size = 8;
+	fi->mode |= FI_RX_CQ_DATA;
+	policy_data_path(true, "x", fi, &dp);
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "FI_RX_CQ_DATA");
+	fi->mode = 0;
+	fi->caps &= ~FI_REMOTE_WRITE;
+	policy_data_path(true, "x", fi, &dp);
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "no FI_RMA with remote writes");
+	policy_data_path(true, NULL, NULL, &dp);
+	CHECK(!dp.rma);
+	fi_freeinfo(fi);
 	char why[96];
 	struct policy_traits stream = { .stream = true, .eager_default = POLICY_STREAM_EAGER };
 	struct policy_traits inject = { .eager_default = 4096 };
