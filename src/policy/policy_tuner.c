@@ -122,17 +122,17 @@ void policy_tune_reason(const struct policy_tune_in *in, const struct policy_tun
 		break;
 	case POLICY_TUNE_UNAVAILABLE:
 		snprintf(buf, len,
-			 "%s from %zu bytes left to NCCL: Ring/Simple not available (%s/%s picked)",
+			 "%s, first at %zu bytes, left to NCCL: Ring/Simple not available (%s/%s picked)",
 			 coll, in->nbytes, policy_tune_algo_name(out->from_algo),
 			 policy_tune_proto_name(out->from_proto));
 		break;
 	case POLICY_TUNE_ALREADY:
-		snprintf(buf, len, "%s from %zu bytes: NCCL already picks Ring/Simple, unchanged",
+		snprintf(buf, len, "%s, first at %zu bytes: NCCL already picks Ring/Simple, unchanged",
 			 coll, in->nbytes);
 		break;
 	case POLICY_TUNE_FAR:
 		snprintf(buf, len,
-			 "%s from %zu bytes left to NCCL: %s/%s (%.1f us) against Ring/Simple "
+			 "%s, first at %zu bytes, left to NCCL: %s/%s (%.1f us) against Ring/Simple "
 			 "(%.1f us), more than %.2fx apart",
 			 coll, in->nbytes, policy_tune_algo_name(out->from_algo),
 			 policy_tune_proto_name(out->from_proto), out->from_cost, out->ring_cost,
@@ -140,7 +140,7 @@ void policy_tune_reason(const struct policy_tune_in *in, const struct policy_tun
 		break;
 	case POLICY_TUNE_RING_SIMPLE:
 		snprintf(buf, len,
-			 "%s from %zu bytes: Ring/Simple (model %.1f us) instead of %s/%s (%.1f us), "
+			 "%s, first at %zu bytes: Ring/Simple (model %.1f us) instead of %s/%s (%.1f us), "
 			 "within %.2fx; the network moves large Simple messages best",
 			 coll, in->nbytes, out->ring_cost, policy_tune_algo_name(out->from_algo),
 			 policy_tune_proto_name(out->from_proto), out->from_cost, POLICY_TUNE_SLACK);
