@@ -151,6 +151,7 @@ struct proto_comm {
 	fi_addr_t ping_peer;       /* the peer's home rail */
 	fi_addr_t peer_rail0;      /* the peer's rail 0 on ours: the process, for the silent mark */
 	uint32_t ping_id;          /* the peer object's id, in the ping's tag */
+	uint32_t closed_id;        /* reg.id before close unregistered it: still its from_id */
 };
 
 enum proto_req_kind { PROTO_REQ_SEND = 1, PROTO_REQ_RECV = 2, PROTO_REQ_FLUSH = 3 };

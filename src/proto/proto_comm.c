@@ -359,6 +359,7 @@ void proto_comm_retire(struct proto_comm *c)
 		recv_prepare_sink(r);
 	}
 	/* control messages and RMA notices for it are dropped from now on */
+	c->closed_id = c->reg.id;
 	ofi_domain_unregister(ep->dom, &c->reg);
 	c->magic = 0xdeadbeef;
 	/* Holding the CQ locks keeps completions from running while we cancel. */

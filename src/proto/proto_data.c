@@ -134,20 +134,23 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 	return 0;
 }
 
-/* A piece the provider refused: the pieces not posted are counted complete
- * and the request reports the failure (the receiver's buffer never fills:
- * NCCL aborts on the error). */
-static void send_pieces_fail(struct proto_send *s, struct proto_send_req *q, int rc)
+/* Pieces that will not be posted: counted complete. A provider's refusal
+ * fails the request (the receiver's buffer never fills: NCCL aborts on the
+ * error). The receiver's goodbye (-FI_ECONNRESET: it revoked its buffers)
+ * does not: the message is dropped as a tagged send to a closed receive comm
+ * is (its provider throws it away), and the request completes. */
+static void send_pieces_end(struct proto_send *s, struct proto_send_req *q, int rc)
 {
-	if (rc == -FI_ECONNRESET)
-		LOG_WARN(NCCL_NET, "isend: the receiver %s closed its connection while piece %d of "
-			 "%d of a %zu-byte message was due; the rest is not written", s->peer_text,
-			 q->cursor + 1, q->pieces, q->size);
-	else
+	if (rc == -FI_ECONNRESET) {
+		LOG_INFO(NCCL_NET, "isend to %s: the receiver closed its connection; %d of %d "
+			 "piece(s) of a %zu-byte message are not written (dropped)", s->peer_text,
+			 q->pieces - q->cursor, q->pieces, q->size);
+	} else {
 		LOG_WARN(NCCL_NET, "isend: writing piece %d of %d of a %zu-byte message to %s "
 			 "failed: %s", q->cursor + 1, q->pieces, q->size, s->peer_text,
 			 ofi_strerror(rc));
-	proto_req_fail(&q->h, rc == -FI_ECONNRESET ? rc : ofi_err_sys(rc));
+		proto_req_fail(&q->h, ofi_err_sys(rc));
+	}
 	atomic_fetch_add(&q->h.ncomplete, q->pieces - q->cursor);
 	q->cursor = q->pieces;
 }
@@ -166,11 +169,12 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		q->mr = mr;
 		q->cts = *cts;
 		ssize_t rc = send_post_pieces(s, q);
-		if (rc && q->cursor > 0) {
-			/* some pieces are on their way: the request stands; test()
-			 * posts the rest, or reports the failure */
+		if (rc && (q->cursor > 0 || rc == -FI_ECONNRESET)) {
+			/* some pieces are on their way (or none will be: the
+			 * receiver closed): the request stands; test() posts the
+			 * rest, or reports the failure */
 			if (rc != -FI_EAGAIN)
-				send_pieces_fail(s, q, (int)rc);
+				send_pieces_end(s, q, (int)rc);
 			return 0;
 		}
 		return rc;
@@ -325,11 +329,6 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		if (rc == -FI_EAGAIN) {
 			(void)ofi_ep_progress(c->rails[rail]);
 			return 0;
-		}
-		if (rc == -FI_ECONNRESET) {
-			LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: the receiver closed its "
-				 "connection; the message cannot be delivered", size, s->peer_text);
-			return (int)rc;
 		}
 		LOG_WARN(NCCL_NET, "isend of %zu bytes to %s: %s failed: %s", size, s->peer_text,
 			 q && q->how == PROTO_SEND_RMA ? "fi_writedata" : "fi_tsend",
@@ -845,7 +844,7 @@ int net_test(void *request, int *done, int *sizes)
 			struct proto_send *s = container_of(r->comm, struct proto_send, c);
 			ssize_t rc = send_post_pieces(s, q);
 			if (rc && rc != -FI_EAGAIN)
-				send_pieces_fail(s, q, (int)rc);
+				send_pieces_end(s, q, (int)rc);
 		}
 	} else if (r->kind == PROTO_REQ_RECV) {
 		striped = container_of(r, struct proto_recv_req, h)->rails_held;

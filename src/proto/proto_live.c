@@ -56,7 +56,8 @@ ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_pi
 			 type == PROTO_STOPPED ?
 				 atomic_load(&container_of(c, struct proto_send, c)->written) : 0;
 	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
-				    .magic = PROTO_PING_MAGIC, .type = type, .from_id = c->reg.id,
+				    .magic = PROTO_PING_MAGIC, .type = type,
+				    .from_id = c->reg.id ? c->reg.id : c->closed_id,
 				    .taken = taken, .secret = c->secret };
 	/* the home rail: where the comm's test() reads (rail 0 before the handshake) */
 	proto_op_will_post(c, op, c->rails[c->home]);
