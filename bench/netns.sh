@@ -25,6 +25,7 @@
 NETNS_PREFIX=fabh
 NETNS_BRIDGE=fabbr0
 NETNS_SUBNET=10.77.0
+# shellcheck disable=SC2034 # read by run-gpu.sh
 NETNS_N=0
 
 # ip and tc, from FABRIC_IPROUTE2 when set
@@ -35,7 +36,7 @@ netns_tools() {
 	if [[ -n $pfx ]]; then
 		pfx=$(cd "$pfx" 2>/dev/null && pwd) || { echo "netns: FABRIC_IPROUTE2=$pfx does not exist" >&2; return 1; }
 		NETNS_IP=$pfx/bin/ip NETNS_TC=$pfx/bin/tc
-		NETNS_LIBS=$pfx/lib/x86_64-linux-gnu:$pfx/usr/lib/x86_64-linux-gnu
+		NETNS_LIBS=$pfx/lib:$pfx/lib/x86_64-linux-gnu:$pfx/usr/lib/x86_64-linux-gnu
 	else
 		NETNS_IP=$(command -v ip) NETNS_TC=$(command -v tc) NETNS_LIBS=
 	fi
@@ -60,7 +61,7 @@ netns_exec_words() {
 netns_down() {
 	[[ -n ${NETNS_IP:-} ]] || netns_tools || return 1
 	local ns v
-	for ns in $(nip netns list 2>/dev/null | awk '{print $1}' | grep "^$NETNS_PREFIX[0-9]*\$"); do
+	for ns in $(nip netns list 2>/dev/null | awk '{print $1}' | grep "^${NETNS_PREFIX}[0-9]*\$"); do
 		nip netns del "$ns" 2>/dev/null # its eth0 goes with it, and so its veth peer
 	done
 	for v in $(nip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep '^fabv[0-9]*$'); do
@@ -89,18 +90,19 @@ netns_up() {
 		nip link set "$NETNS_BRIDGE" mtu "$mtu" up || return 1
 	for ((i = 0; i < n; i++)); do
 		ns=$NETNS_PREFIX$i
-		nip netns add "$ns" &&
+		if ! { nip netns add "$ns" &&
 			nip link add "fabv$i" mtu "$mtu" type veth peer name eth0 mtu "$mtu" netns "$ns" &&
 			nip link set "fabv$i" master "$NETNS_BRIDGE" up &&
 			nip -n "$ns" addr add "$NETNS_SUBNET.$((i + 1))/24" dev eth0 &&
 			nip -n "$ns" link set lo up &&
 			nip -n "$ns" link set eth0 up &&
-			netns_shape eth0 -n "$ns" && netns_shape "fabv$i" || {
+			netns_shape eth0 -n "$ns" && netns_shape "fabv$i"; }; then
 			echo "netns: making host $ns failed" >&2
 			netns_down
 			return 1
-		}
+		fi
 	done
+	# shellcheck disable=SC2034 # read by run-gpu.sh
 	NETNS_N=$n
 	# bridged frames go through iptables when br_netfilter says so: a FORWARD
 	# policy of DROP (Docker's) would then drop them
@@ -131,7 +133,7 @@ netns_wait() {
 netns_show() {
 	local i ns
 	netns_tools || return 1
-	for ns in $(nip netns list 2>/dev/null | awk '{print $1}' | grep "^$NETNS_PREFIX[0-9]*\$" | sort -V); do
+	for ns in $(nip netns list 2>/dev/null | awk '{print $1}' | grep "^${NETNS_PREFIX}[0-9]*\$" | sort -V); do
 		i=${ns#"$NETNS_PREFIX"}
 		printf '%s: %s mtu %s; eth0 %s; fabv%s %s\n' "$ns" \
 			"$(nip -n "$ns" -o -4 addr show dev eth0 | awk '{print $4}')" \

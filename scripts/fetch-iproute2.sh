@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fetches Debian's iproute2 (ip, tc) with the libraries it loads, as .debs,
-# and unpacks them with dpkg -x into a prefix that runs without installing
-# anything: for a GPU host that has network namespaces, veth, bridge and tbf
-# in its kernel but no ip or tc (bench/run-gpu.sh, FABRIC_NETNS=1).
+# unpacks them with dpkg -x and keeps ip, tc and the libraries they load in a
+# prefix (bin/, lib/; plain files) that runs without installing anything: for
+# a GPU host whose kernel has network namespaces, veth, bridge and tbf but
+# that has no ip or tc (bench/run-gpu.sh, FABRIC_NETNS=1).
 #
 #   scripts/fetch-iproute2.sh [DEBS_DIR [PREFIX]]
 #
@@ -10,8 +11,10 @@
 # ignored by git). Needs a Debian machine that reaches Debian's archive
 # (apt-get download); the .debs already in DEBS_DIR are kept. Idempotent:
 # packages present are not fetched again, and the prefix is unpacked afresh.
-# Checks that the unpacked ip and tc run with only the prefix's libraries and
-# prints the prefix on stdout (FABRIC_IPROUTE2). Exit 0 ok, 1 failure.
+# Checks that ip and tc run with only the prefix's libraries
+# (LD_LIBRARY_PATH=PREFIX/lib) and prints the prefix on stdout
+# (FABRIC_IPROUTE2). Debian 12's binaries need glibc 2.34 or newer where they
+# run. Exit 0 ok, 1 failure.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,21 +42,25 @@ case $prefix in /) say "refusing to unpack into /"; exit 1 ;; esac
 rm -rf "$prefix"
 mkdir -p "$prefix"
 prefix=$(cd "$prefix" && pwd)
+stage=$prefix/.unpacked
 for d in "$debs"/*.deb; do
-	dpkg -x "$d" "$prefix"
+	dpkg -x "$d" "$stage"
 done
-rm -rf "$prefix/usr/share/doc" "$prefix/usr/share/man" "$prefix/usr/share/bash-completion"
 
-# Debian 12 puts ip in /bin and tc in /sbin (usrmerge keeps both under usr/ on
-# newer releases): link both into $prefix/bin for one PATH entry.
-mkdir -p "$prefix/bin"
+# The prefix keeps only ip, tc and the libraries they load, as plain files (no
+# symbolic links, which not every way of carrying a folder keeps): bin/, lib/.
+mkdir -p "$prefix/bin" "$prefix/lib"
+slibs=$stage/lib/x86_64-linux-gnu:$stage/usr/lib/x86_64-linux-gnu
 for t in ip tc; do
-	f=$(cd "$prefix" && find bin sbin usr/bin usr/sbin -maxdepth 1 -name "$t" \( -type f -o -type l \) 2>/dev/null | head -n 1)
+	f=$(cd "$stage" && find bin sbin usr/bin usr/sbin -maxdepth 1 -name "$t" \( -type f -o -type l \) 2>/dev/null | head -n 1)
 	[[ -n $f ]] || { say "no $t in the unpacked packages"; exit 1; }
-	[[ $f == bin/$t ]] || ln -sfn "../$f" "$prefix/bin/$t"
+	cp -L "$stage/$f" "$prefix/bin/$t"
+	LD_LIBRARY_PATH=$slibs ldd "$prefix/bin/$t" | awk -v s="$stage" '$2 == "=>" && index($3, s) == 1 {print $1, $3}' |
+		while read -r name file; do cp -L "$file" "$prefix/lib/$name"; done
 done
+rm -rf "$stage"
 
-libs=$prefix/lib/x86_64-linux-gnu:$prefix/usr/lib/x86_64-linux-gnu
+libs=$prefix/lib
 for t in ip tc; do
 	if ! out=$(LD_LIBRARY_PATH=$libs "$prefix/bin/$t" -V 2>&1); then
 		say "$prefix/bin/$t -V failed: $out"
@@ -64,8 +71,9 @@ done
 # every library ip and tc load must come from the prefix or the C library's own set
 for t in ip tc; do
 	LD_LIBRARY_PATH=$libs ldd "$prefix/bin/$t" | awk -v p="$prefix" '
-		/=>/ && $3 !~ "^" p && $1 !~ /^(libc|libm|libdl|libpthread|libresolv|librt)\.so/ {print "  from the system: " $0; bad = 1}
+		/=>/ && index($3, p) != 1 && $1 !~ /^(libc|libm|libdl|libpthread|libresolv|librt)\.so/ {print "  from the system: " $0; bad = 1}
 		/not found/ {print "  missing: " $0; bad = 1}
 		END {exit bad}' >&2 || { say "$t needs libraries the prefix lacks (above)"; exit 1; }
 done
+say "$(du -sh "$prefix" | cut -f1) in $prefix: $(cd "$prefix" && echo bin/* lib/*)"
 echo "$prefix"
