@@ -41,7 +41,7 @@ netns_tools() {
 		NETNS_IP=$(command -v ip) NETNS_TC=$(command -v tc) NETNS_LIBS=
 	fi
 	[[ -x $NETNS_IP && -x $NETNS_TC ]] ||
-		{ echo "netns: no ip/tc (run scripts/fetch-iproute2.sh and carry .device/, or set FABRIC_IPROUTE2)" >&2; return 1; }
+		{ echo "netns: no ip/tc (run scripts/fetch-iproute2.sh and copy .device/ along, or set FABRIC_IPROUTE2)" >&2; return 1; }
 	nip -V >/dev/null 2>&1 || { echo "netns: $NETNS_IP does not run: $(nip -V 2>&1 | head -n 2)" >&2; return 1; }
 }
 nip() { LD_LIBRARY_PATH=$NETNS_LIBS "$NETNS_IP" "$@"; }

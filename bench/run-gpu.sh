@@ -109,7 +109,8 @@
 #                        plugin are pointed at eth0 instead of lo, sweeps run
 #                        multi only, and path names get -netns[-RATE], so one
 #                        CSV holds loopback and emulated rows. The hosts are
-#                        removed at exit. Needs root, and ip/tc (FABRIC_IPROUTE2)
+#                        removed at exit. Needs root, and ip/tc (FABRIC_IPROUTE2).
+#                        torch and single-mode runs stay on loopback
 #   FABRIC_NETNS_RATE    e.g. 25gbit: tbf on both ends of every veth (a host's
 #                        sends and receives); FABRIC_NETNS_BURST (8mb),
 #                        FABRIC_NETNS_LATENCY (20ms); default unshaped
