@@ -23,6 +23,9 @@
 #                       NCCL_FABRIC_PROGRESS_THREADS=1: four streams, four threads
 #   bench-fabric-shm    full sweep to 1 GiB: plugin over shm
 #   bench-fabric-tcp-native  full sweep: plugin over libfabric 2.x's native tcp
+#   bench-fabric-default  full sweep: plugin with no NCCL_FABRIC_PROVIDER, its own
+#                       choice (on an emulated cluster, FABRIC_NETNS=1, what a
+#                       real cluster gets)
 #   bench-socket        full sweep to 1 GiB: NCCL's internal Socket transport
 #   bench-socket-tuned  same, NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4
 #   bench-socket-best   Socket's best tuning here: 4 threads x 4 sockets and
@@ -47,6 +50,15 @@
 #                       ones; then a control run with NCCL_FABRIC_RMA_PLUGIN=off
 #                       whose outcome (NCCL's own words) is reported, not judged.
 #                       Prints NCCL's RMA/GIN lines and the plugin's verdict
+#   netns-perf          nccl-fabric-perf --compare (plugin and raw libfabric)
+#                       between two emulated hosts (see FABRIC_NETNS; made
+#                       here whether or not it is set) and over loopback, per
+#                       provider (NETNS_PERF_PROVIDERS, default 'default tcp
+#                       tcp;ofi_rxm'; NETNS_PERF_SIZES; NETNS_PERF_LOOPBACK=0:
+#                       no loopback rows), and one python3 TCP stream: the
+#                       link's raw rate. Rows into netns-perf.csv. FABRIC_PERF:
+#                       the binary (default: bin/ beside the plugin's lib/).
+#                       Not in 'all'
 #   plot                merge the sweep CSVs, print a table, draw busbw.png
 #   all                 every stage above in order (needs more than 10 minutes)
 #
@@ -90,6 +102,24 @@
 #   FABRIC_EXTRA_ENV     extra NAME=VALUE words for every plugin run
 #   PATH_TAG             appended to the path names in the CSVs (path-TAG), so
 #                        runs of one path with other settings stay apart
+#   FABRIC_NETNS         1: an emulated cluster (bench/netns.sh). Each rank of a
+#                        multi-process run is a host: network namespace fabh<i>
+#                        with eth0 at 10.77.0.<i+1>/24, a veth into bridge fabbr0,
+#                        and runs under 'ip netns exec fabh<i>'. NCCL and the
+#                        plugin are pointed at eth0 instead of lo, sweeps run
+#                        multi only, and path names get -netns[-RATE], so one
+#                        CSV holds loopback and emulated rows. The hosts are
+#                        removed at exit. Needs root, and ip/tc (FABRIC_IPROUTE2).
+#                        torch and single-mode runs stay on loopback
+#   FABRIC_NETNS_RATE    e.g. 25gbit: tbf on both ends of every veth (a host's
+#                        sends and receives); FABRIC_NETNS_BURST (8mb),
+#                        FABRIC_NETNS_LATENCY (20ms); default unshaped
+#   FABRIC_NETNS_IFACE   interface named to NCCL and libfabric in a host
+#                        (default eth0; empty: none, their own choice)
+#   FABRIC_NETNS_MTU     MTU of the veths and the bridge (default 1500)
+#   FABRIC_IPROUTE2      prefix of the iproute2 unpacked by
+#                        scripts/fetch-iproute2.sh (default .device/iproute2
+#                        when present, else the system's ip and tc)
 #   BENCH_MODE           single | multi | both, for sweeps (default single)
 #   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP (8 1G 2 20 5)
 #   SWEEP_COLLS          collectives of a sweep, comma-separated (default: nccl_bench's)
@@ -134,8 +164,15 @@ SUMMARY=$OUTDIR/summary.txt
 NCCL_BUILT=$WORK/nccl-built
 [[ ${NCCL_HOME:-} == built ]] && NCCL_HOME=$NCCL_BUILT
 
+# shellcheck source=bench/netns.sh
+source "$REPO/bench/netns.sh" # the emulated cluster: netns_up, netns_exec_words, netns_down
+NETNS_RUN=0
+if [[ ${FABRIC_NETNS:-0} == 1 ]]; then
+	netns_tools || exit 2
+fi
+
 ALL_STAGES=(setup correctness torch bench-fabric-tcp bench-fabric-tcp-rails bench-fabric-tcp-best bench-fabric-shm
-	bench-fabric-tcp-native bench-socket bench-socket-tuned bench-socket-best gpu-buffers libfabric rma plot)
+	bench-fabric-tcp-native bench-fabric-default bench-socket bench-socket-tuned bench-socket-best gpu-buffers libfabric rma plot)
 
 # ------------------------------------------------------------------ helpers
 
@@ -213,9 +250,14 @@ pack_logs() {
 ENV_RUN=()
 path_env() {
 	local path=$1 base=$2
-	ENV_RUN=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
-		NCCL_SOCKET_IFNAME=lo FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_UDP_IFACE=lo FI_NET_IFACE=lo
-		NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=${FABRIC_NCCL_SUBSYS:-INIT,NET,ENV,GRAPH}" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
+	# loopback, or in an emulated host (NETNS_RUN) its eth0 (FABRIC_NETNS_IFACE;
+	# empty: nothing named, the choice left to NCCL and libfabric)
+	local ifc=lo
+	((NETNS_RUN)) && ifc=${FABRIC_NETNS_IFACE-eth0}
+	ENV_RUN=(NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1)
+	[[ -n $ifc ]] && ENV_RUN+=("NCCL_SOCKET_IFNAME=$ifc" "FI_TCP_IFACE=$ifc" "FI_SOCKETS_IFACE=$ifc"
+		"FI_UDP_IFACE=$ifc" "FI_NET_IFACE=$ifc")
+	ENV_RUN+=(NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=${FABRIC_NCCL_SUBSYS:-INIT,NET,ENV,GRAPH}" "NCCL_DEBUG_FILE=$base.nccl.%h.%p.log")
 	case $path in
 	fabric-tcp | fabric-tcp-rails | fabric-tcp-best | fabric-shm | fabric-gpu | fabric-tcp-native | fabric-shm-force | fabric-default)
 		ENV_RUN+=("NCCL_NET_PLUGIN=$PLUGIN" NCCL_NET=Fabric)
@@ -261,6 +303,14 @@ path_env() {
 		;;
 	*) die "internal: unknown path $path" ;;
 	esac
+}
+
+# Name of a path in the CSVs: PATH_TAG appended, and for runs in the emulated
+# cluster "netns" and the rate (fabric-tcp-native-netns-25gbit).
+path_name() {
+	local name=$1${PATH_TAG:+-$PATH_TAG}
+	[[ ${2:-} == multi && ${FABRIC_NETNS:-0} == 1 ]] && name+=-netns${FABRIC_NETNS_RATE:+-$FABRIC_NETNS_RATE}
+	echo "$name"
 }
 
 # Network name NCCL must report for a path.
@@ -418,6 +468,11 @@ run_bench() {
 	local -a pids=()
 	run_limit "$label" || return 1
 	net=$(path_net "$path")
+	# FABRIC_NETNS=1: the ranks of a multi run are hosts of the emulated cluster
+	NETNS_RUN=0
+	[[ $mode == multi && ${FABRIC_NETNS:-0} == 1 ]] && NETNS_RUN=1
+	local pname
+	pname=$(path_name "$path" "$mode")
 	path_env "$path" "$base"
 	unset_args
 	printf '%s\n' "${ENV_RUN[@]}" >"$base.env"
@@ -425,22 +480,25 @@ run_bench() {
 	if [[ $mode == single ]]; then
 		out=$base.out
 		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" "$BENCH" --mode single \
-			--path "$path${PATH_TAG:+-$PATH_TAG}" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
+			--path "$pname" --csv "$csv" "$@" >"$out" 2>&1 || rc=$?
 	else
 		out=$base.rank0.out
 		local iddir nranks=$NGPUS
 		local -a rank_env
 		iddir=$(mktemp -d "$WORK/id.XXXXXX")
 		((${FABRIC_VHOSTS:-0} >= 2)) && nranks=$FABRIC_VHOSTS
+		((NETNS_RUN)) && netns_ensure "$nranks"
+		NETNS_EXEC=()
 		for ((r = 0; r < nranks; r++)); do
+			((NETNS_RUN)) && netns_exec_words "$r" # ip netns exec fabh$r
 			# one GPU, several hosts: every rank on GPU 0 under its own host id
 			if ((${FABRIC_VHOSTS:-0} >= 2)); then
 				rank_env=(LOCAL_RANK=0 "NCCL_HOSTID=vhost$r" "CUDA_MPS_PIPE_DIRECTORY=$MPS_PIPE")
 			else
 				rank_env=(LOCAL_RANK=$r)
 			fi
-			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$nranks" \
-				"${rank_env[@]}" "$BENCH" --mode multi --id-dir "$iddir" --path "$path${PATH_TAG:+-$PATH_TAG}" --csv "$csv" "$@" \
+			timeout -k 10 "$RUN_LIMIT" "${NETNS_EXEC[@]}" env "${UNSET[@]}" "${ENV_RUN[@]}" RANK=$r WORLD_SIZE="$nranks" \
+				"${rank_env[@]}" "$BENCH" --mode multi --id-dir "$iddir" --path "$pname" --csv "$csv" "$@" \
 				>"$base.rank$r.out" 2>&1 &
 			pids+=($!)
 		done
@@ -470,6 +528,9 @@ run_bench() {
 		verdict=FAIL
 	fi
 	if [[ $verdict != SKIP && $path == fabric-gpu ]] && ! check_testhmem_log "$base"; then
+		verdict=FAIL
+	fi
+	if [[ $verdict != SKIP ]] && ((NETNS_RUN)) && ! check_netns_iface "$base"; then
 		verdict=FAIL
 	fi
 	say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "$label" $((SECONDS - t0)) \
@@ -803,6 +864,79 @@ need_gpus() {
 	((NGPUS >= 2)) || die "$NGPUS GPU(s) visible: the network path between GPUs needs 2, or FABRIC_VHOSTS=N ranks as hosts on one GPU"
 }
 
+# The emulated cluster (bench/netns.sh): made when a run first needs $1 hosts,
+# removed at exit.
+netns_ensure() {
+	((NETNS_N >= $1)) && return 0
+	netns_up "$1" >>"$STAGE_LOG/netns.log" 2>&1 || {
+		cat "$STAGE_LOG/netns.log" >&2
+		die "could not make $1 emulated hosts (FABRIC_NETNS=1; log in $STAGE_LOG/netns.log)"
+	}
+	say "netns: $1 hosts, ip/tc from $(dirname "$(dirname "$NETNS_IP")")"
+	netns_show | sed 's/^/    /' | tee -a "$SUMMARY"
+}
+
+# The interface a netns run's NCCL logs name (the plugin's device 0, or
+# Socket's first interface) must be FABRIC_NETNS_IFACE's. Appends to CHECK_MSG.
+check_netns_iface() {
+	local want=${FABRIC_NETNS_IFACE-eth0} got
+	got=$(cat "$1".nccl.*.log 2>/dev/null | grep -o -E 'NET/(Fabric|Socket) : (device 0: [^,]+|Using \[0\][^:]+)' |
+		head -n 1 | sed -E 's/.*(device 0: |Using \[0\])//')
+	CHECK_MSG+=", host iface ${got:-?}"
+	if [[ -n $want && -n $got && $got != "$want" ]]; then
+		CHECK_MSG+=" [not $want: the run did not use the emulated link]"
+		return 1
+	fi
+	return 0
+}
+
+# nccl-fabric-perf (plugin and raw libfabric, --compare) between two emulated
+# hosts, and over loopback for comparison, per provider; plus one TCP stream
+# (python3). Rows go to netns-perf.csv with the link first.
+stage_netns_perf() {
+	ensure_setup
+	local perf=${FABRIC_PERF:-$(dirname "$PLUGIN")/../bin/nccl-fabric-perf} fail=0 prov link out csv rc
+	[[ -x $perf ]] || die "no nccl-fabric-perf at $perf (set FABRIC_PERF)"
+	netns_ensure 2
+	local rate=netns${FABRIC_NETNS_RATE:+-$FABRIC_NETNS_RATE}
+	if command -v python3 >/dev/null; then
+		say "    $(netns_tcp_rate 0 1 3 2>&1)"
+	fi
+	local ifc=${FABRIC_NETNS_IFACE-eth0}
+	unset_args
+	for prov in ${NETNS_PERF_PROVIDERS:-default tcp tcp;ofi_rxm}; do
+		for link in "$rate" loopback; do
+			[[ $link == loopback && ${NETNS_PERF_LOOPBACK:-1} == 0 ]] && continue
+			local -a args=(--compare --sizes "${NETNS_PERF_SIZES:-64K,1M,4M,64M}")
+			local -a env=("NCCL_NET_PLUGIN=$PLUGIN")
+			[[ $prov != default ]] && args+=(--provider "$prov")
+			if [[ $link == loopback ]]; then
+				args+=(--loopback)
+			else
+				env+=("NCCL_FABRIC_TEST_NETNS=fabh0,fabh1")
+				[[ -n $ifc ]] && env+=("FI_TCP_IFACE=$ifc" "FI_SOCKETS_IFACE=$ifc" "FI_UDP_IFACE=$ifc" "FI_NET_IFACE=$ifc")
+			fi
+			out=$STAGE_LOG/perf-$link-${prov//;/+}
+			csv=$out.csv
+			rc=0
+			run_limit "netns-perf $link $prov" || return 1
+			timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${env[@]}" "$perf" "${args[@]}" --csv "$csv" >"$out.out" 2>&1 || rc=$?
+			say "$(printf '%-4s netns-perf %s, provider %s: %s' "$( ((rc == 0)) && echo PASS || echo FAIL)" "$link" "$prov" \
+				"$(grep -h -E '^# (provider|device):' "$out.out" | sed 's/^# *//' | tr -s ' ' | paste -sd';')")"
+			grep -E '^ +(bytes|[0-9])' "$out.out" | tee -a "$SUMMARY"
+			((rc == 0)) || {
+				tail -n 5 "$out.out" | sed 's/^/    out: /' | tee -a "$SUMMARY"
+				fail=1
+			}
+			if [[ -s $csv ]]; then
+				[[ -s $OUTDIR/netns-perf.csv ]] || sed -n '1s/^/link,/p' "$csv" >"$OUTDIR/netns-perf.csv"
+				tail -n +2 "$csv" | sed "s/^/$link,/" >>"$OUTDIR/netns-perf.csv"
+			fi
+		done
+	done
+	return $fail
+}
+
 # CUDA MPS for the virtual hosts: without it the GPU time-slices the ranks'
 # kernels and every path caps at the same speed. Stopped at exit.
 MPS_PIPE=""
@@ -915,6 +1049,10 @@ stage_sweep() {
 	both) modes=(single multi) ;;
 	*) die "BENCH_MODE must be single, multi or both" ;;
 	esac
+	if [[ ${FABRIC_NETNS:-0} == 1 && ${modes[*]} != multi ]]; then
+		say "note: FABRIC_NETNS=1 places the ranks of multi runs in hosts: this sweep runs multi only"
+		modes=(multi)
+	fi
 	for mode in "${modes[@]}"; do
 		run_bench "bench-$path-$mode" "$path" "$mode" bench.csv \
 			--min-bytes "${SWEEP_MIN:-8}" --max-bytes "${SWEEP_MAX:-1G}" --factor "${SWEEP_FACTOR:-2}" \
@@ -922,7 +1060,7 @@ stage_sweep() {
 			${SWEEP_COLLS:+--colls "$SWEEP_COLLS"} || fail=1
 	done
 	# compact table for this path (plot.py needs no matplotlib for it)
-	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$path${PATH_TAG:+-$PATH_TAG}" "$RESULTS/bench.csv" 2>&1 |
+	"$PYTHON" "$REPO/bench/plot.py" --table --paths "$(path_name "$path" "${modes[0]}")" "$RESULTS/bench.csv" 2>&1 |
 		grep -E 'all_reduce|alltoall|sendrecv|^path' | tee -a "$SUMMARY"
 	return $fail
 }
@@ -1031,6 +1169,8 @@ run_stage() {
 	bench-fabric-tcp-rails) stage_sweep fabric-tcp-rails || rc=$? ;;
 	bench-fabric-shm) stage_sweep fabric-shm || rc=$? ;;
 	bench-fabric-tcp-native) stage_sweep fabric-tcp-native || rc=$? ;;
+	bench-fabric-default) stage_sweep fabric-default || rc=$? ;;
+	netns-perf) stage_netns_perf || rc=$? ;;
 	bench-socket) stage_sweep nccl-socket || rc=$? ;;
 	bench-socket-tuned) stage_sweep nccl-socket-tuned || rc=$? ;;
 	bench-socket-best) stage_sweep nccl-socket-best || rc=$? ;;
@@ -1054,9 +1194,9 @@ for s in "$@"; do
 	all) stages+=("${ALL_STAGES[@]}") ;;
 	*)
 		found=0
-		for a in nccl "${ALL_STAGES[@]}"; do [[ $s == "$a" ]] && found=1; done
+		for a in nccl netns-perf "${ALL_STAGES[@]}"; do [[ $s == "$a" ]] && found=1; done
 		((found)) || {
-			echo "run-gpu.sh: unknown stage '$s' (stages: nccl ${ALL_STAGES[*]} all)" >&2
+			echo "run-gpu.sh: unknown stage '$s' (stages: nccl netns-perf ${ALL_STAGES[*]} all)" >&2
 			exit 2
 		}
 		stages+=("$s")
@@ -1065,7 +1205,10 @@ for s in "$@"; do
 done
 
 mkdir -p "$OUTDIR" "$WORK" "$RESULTS" "$LOGROOT" || exit 2
-trap 'mps_stop; pack_logs' EXIT # also after die()
+# also after die(), and after SIGTERM/SIGINT (timeout, ^C): the emulated hosts go
+trap 'mps_stop; ((NETNS_N > 0)) && netns_down; pack_logs' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 NGPUS=0
 PLUGIN="" BENCH="" TESTPROV_DIR=""
 say "# run-gpu.sh $* (run $RUN_ID, $(hostname), output $OUTDIR)"

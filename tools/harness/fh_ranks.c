@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,6 +243,43 @@ static void fh_rank_main(fh_rank_t *r, fh_rank_fn fn, void *arg)
 	exit(rc);
 }
 
+/* NCCL_FABRIC_TEST_NETNS="a,b,...": rank i enters the i-th network namespace
+ * (a name under /run/netns, as `ip netns add` makes, or a path) right after
+ * the fork, before it loads the plugin, so forked ranks are hosts with their
+ * own interfaces. The out-of-band socketpairs were made before the fork and
+ * cross namespaces. A rank without an entry stays where it is. Needs
+ * CAP_SYS_ADMIN. Returns FH_FAIL with the reason in r. */
+static int fh_enter_netns(fh_rank_t *r)
+{
+	const char *env = getenv("NCCL_FABRIC_TEST_NETNS");
+	if (!env || !*env)
+		return FH_OK;
+	const char *p = env;
+	for (int i = 0; i < r->rank && p; i++) {
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	if (!p || !*p || *p == ',')
+		return FH_OK;
+	size_t n = strcspn(p, ",");
+	char name[256], path[300];
+	if (n >= sizeof(name))
+		return fh_fail(r, "NCCL_FABRIC_TEST_NETNS: entry %d too long", r->rank);
+	memcpy(name, p, n);
+	name[n] = '\0';
+	snprintf(path, sizeof(path), "%s%s", strchr(name, '/') ? "" : "/run/netns/", name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fh_fail(r, "NCCL_FABRIC_TEST_NETNS: open %s: %s", path, strerror(errno));
+	int rc = setns(fd, CLONE_NEWNET);
+	int err = errno;
+	close(fd);
+	if (rc)
+		return fh_fail(r, "NCCL_FABRIC_TEST_NETNS: setns %s: %s", path, strerror(err));
+	return FH_OK;
+}
+
 /* ------------------------------------------------------------ parent side */
 
 struct fh_child {
@@ -462,6 +500,11 @@ void fh_launch(int nranks, double timeout_s, fh_rank_fn fn, void *arg, fh_outcom
 			r.oob[i] = -1;
 			r.result_fd = res[i][1];
 			fh_log_set_rank(i);
+			if (fh_enter_netns(&r) != FH_OK) {
+				fh_report_line(&r, 'R', r.reason);
+				fflush(NULL);
+				_exit(FH_FAIL);
+			}
 			fh_rank_main(&r, fn, arg);
 		}
 		if (pid < 0) {
