@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static int fh_log_rank = -1;
@@ -35,6 +36,29 @@ void fh_log_watch(const char *needle)
 {
 	snprintf(fh_log_needle, sizeof(fh_log_needle), "%s", needle ? needle : "");
 	atomic_store(&fh_log_watched, 0);
+}
+
+/* The last message, of any level and printed or not, that holds a needle. */
+static char fh_log_keep_needle[128];
+static char fh_log_kept_text[2048];
+static pthread_mutex_t fh_log_keep_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int fh_log_keeping;
+
+void fh_log_keep(const char *needle)
+{
+	pthread_mutex_lock(&fh_log_keep_lock);
+	snprintf(fh_log_keep_needle, sizeof(fh_log_keep_needle), "%s", needle ? needle : "");
+	fh_log_kept_text[0] = '\0';
+	atomic_store(&fh_log_keeping, fh_log_keep_needle[0] != '\0');
+	pthread_mutex_unlock(&fh_log_keep_lock);
+}
+
+int fh_log_kept(char *out, size_t len)
+{
+	pthread_mutex_lock(&fh_log_keep_lock);
+	snprintf(out, len, "%s", fh_log_kept_text);
+	pthread_mutex_unlock(&fh_log_keep_lock);
+	return out[0] != '\0';
 }
 
 unsigned long fh_log_watch_count(void)
@@ -82,15 +106,19 @@ void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
 	if (level == NCCL_LOG_WARN)
 		atomic_fetch_add(&fh_log_warns, 1);
 	int always = level == NCCL_LOG_WARN || level == NCCL_LOG_ABORT;
+	int print = 1;
 	if (!always) {
 		/* ABORT (4) sits between INFO and TRACE in the enum; only TRACE
 		 * needs the higher setting. */
 		int want = fh_log_level_get();
 		if (level == NCCL_LOG_TRACE ? want < NCCL_LOG_TRACE : want < NCCL_LOG_INFO)
-			return;
+			print = 0;
 		if (level == NCCL_LOG_NONE)
 			return;
 	}
+	int keep = atomic_load(&fh_log_keeping);
+	if (!print && !keep)
+		return;
 
 	char buf[2048];
 	int off = snprintf(buf, sizeof(buf), "[rank %d] %s %s:%d ", fh_log_rank,
@@ -108,6 +136,14 @@ void fh_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, i
 	if ((size_t)off >= sizeof(buf) - 1)
 		off = (int)sizeof(buf) - 2;
 	buf[off] = '\0';
+	if (keep) {
+		pthread_mutex_lock(&fh_log_keep_lock);
+		if (fh_log_keep_needle[0] && strstr(buf, fh_log_keep_needle))
+			snprintf(fh_log_kept_text, sizeof(fh_log_kept_text), "%s", buf);
+		pthread_mutex_unlock(&fh_log_keep_lock);
+	}
+	if (!print)
+		return;
 	if (level == NCCL_LOG_WARN && fh_log_needle[0] && strstr(buf, fh_log_needle))
 		atomic_fetch_add(&fh_log_watched, 1);
 	/* The plugin's messages may or may not end in a newline. */

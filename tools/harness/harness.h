@@ -58,6 +58,10 @@ unsigned long fh_log_warn_count(void);
  * none). One needle per process at a time. */
 void fh_log_watch(const char *needle);
 unsigned long fh_log_watch_count(void);
+/* Keep the last plugin message (any level, printed or not) that contains
+ * needle; fh_log_kept copies it out (empty and 0 if none yet). */
+void fh_log_keep(const char *needle);
+int fh_log_kept(char *out, size_t len);
 
 /* A size with an optional K/M/G suffix (KiB, MiB, GiB); 0 or -1. */
 int fh_parse_size(const char *s, size_t *out);

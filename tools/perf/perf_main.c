@@ -13,6 +13,14 @@
  * RDM endpoint per rank, the provider the plugin chose), with the same sizes,
  * window, timing and checks; --compare runs both, interleaved size by size in
  * the same two processes, and prints the ratio plugin/raw.
+ *
+ * --stripe N adds the plugin with NCCL_FABRIC_RAILS=N: large messages cut
+ * into pieces written on N rails at once. The plugin reads its settings at
+ * its first init and a process holds one plugin context, so this path runs
+ * in a second pair of forked ranks (2 and 3), in its turn after the other
+ * paths at each size, with the same checks; it must really stripe (the
+ * device's INFO line, which the harness's logger keeps, says N > 1 rails and
+ * a size from which writes are cut over them), else the run fails.
  */
 #include "harness.h"
 #include "perf_raw.h"
@@ -32,6 +40,7 @@
 /* Which transfer paths run (--raw, --compare). */
 #define PF_PATH_PLUGIN 0x1
 #define PF_PATH_RAW 0x2
+#define PF_PATH_STRIPE 0x4 /* --stripe: the plugin with NCCL_FABRIC_RAILS=N */
 
 struct pf_opts {
 	char plugin[4096];
@@ -46,6 +55,7 @@ struct pf_opts {
 	int paths;            /* PF_PATH_* */
 	int latency;          /* --latency: ping-pong, window 1 */
 	const char *provider; /* --provider, NULL if not given */
+	int stripe;           /* --stripe N: rails of the striped path, 0 if not given */
 };
 
 /* Receiver -> sender, per size. */
@@ -56,13 +66,28 @@ struct pf_result {
 
 /* ------------------------------------------------------------ transfer loop */
 
-/* One transfer path between the two ranks: the plugin's comm, or the raw
- * libfabric endpoint. */
+/* One transfer path between two ranks (r->rank ^ 1 is the peer, the even one
+ * sends): the plugin's comm, or the raw libfabric endpoint. */
 struct pf_path {
 	fh_net_t *net;
 	void *comm;
 	pf_raw_t *raw; /* set: the raw path (net and comm unused) */
+	int striped;   /* the plugin with NCCL_FABRIC_RAILS=N (--stripe) */
 };
+
+/* The two ranks of one path; fh_oob_barrier waits for every rank, and with
+ * --stripe a second pair of ranks runs alongside. */
+static int pf_pair_barrier(fh_rank_t *r)
+{
+	const char token = 'P';
+	char got = 0;
+	int peer = r->rank ^ 1;
+	if (fh_oob_send(r, peer, &token, 1) || fh_oob_recv(r, peer, &got, 1))
+		return FH_FAIL;
+	if (got != token)
+		return fh_fail(r, "out-of-band channel to rank %d out of step (pair barrier)", peer);
+	return FH_OK;
+}
 
 struct pf_ctx {
 	fh_rank_t *r;
@@ -257,8 +282,8 @@ static int pf_run(struct pf_ctx *c, int is_send, int64_t n)
 static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opts *o, size_t size,
 		   struct pf_result *res)
 {
-	int is_send = r->rank == 0;
-	const char *label = path->raw ? "raw: " : "";
+	int is_send = !(r->rank & 1), peer = r->rank ^ 1;
+	const char *label = path->raw ? "raw: " : path->striped ? "striped: " : "";
 	struct pf_ctx c;
 	memset(&c, 0, sizeof(c));
 	c.r = r;
@@ -280,9 +305,9 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 			fh_pattern_fill(p, size, fh_mix64((uint64_t)size * 977 + (uint64_t)s));
 			c.sums[s] = fh_checksum(p, size);
 		}
-		if (fh_oob_send(r, 1, c.sums, sizeof(uint64_t) * (size_t)o->window))
+		if (fh_oob_send(r, peer, c.sums, sizeof(uint64_t) * (size_t)o->window))
 			return FH_FAIL;
-	} else if (fh_oob_recv(r, 0, c.sums, sizeof(uint64_t) * (size_t)o->window)) {
+	} else if (fh_oob_recv(r, peer, c.sums, sizeof(uint64_t) * (size_t)o->window)) {
 		return FH_FAIL;
 	}
 	ncclResult_t rc = ncclSuccess;
@@ -302,7 +327,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	int64_t n = o->iters;
 	int64_t batch = 2 * (int64_t)o->window;
 	for (;;) {
-		if (fh_oob_barrier(r))
+		if (pf_pair_barrier(r))
 			return FH_FAIL;
 		double t0 = fh_now();
 		if (pf_run(&c, is_send, batch))
@@ -322,9 +347,9 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 			} else {
 				next = batch * (t < enough / 8 ? 8 : 2);
 			}
-			if (fh_oob_send(r, 0, &next, sizeof(next)))
+			if (fh_oob_send(r, peer, &next, sizeof(next)))
 				return FH_FAIL;
-		} else if (fh_oob_recv(r, 1, &next, sizeof(next))) {
+		} else if (fh_oob_recv(r, peer, &next, sizeof(next))) {
 			return FH_FAIL;
 		}
 		if (next < 0) {
@@ -335,7 +360,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	}
 
 	fh_stage(r, "%s%zu bytes x %lld", label, size, (long long)n);
-	if (fh_oob_barrier(r))
+	if (pf_pair_barrier(r))
 		return FH_FAIL;
 	double t0 = fh_now();
 	if (pf_run(&c, is_send, n))
@@ -346,9 +371,9 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 			return FH_FAIL;
 		res->iters = n;
 		res->seconds = secs;
-		if (fh_oob_send(r, 0, res, sizeof(*res)))
+		if (fh_oob_send(r, peer, res, sizeof(*res)))
 			return FH_FAIL;
-	} else if (fh_oob_recv(r, 1, res, sizeof(*res))) {
+	} else if (fh_oob_recv(r, peer, res, sizeof(*res))) {
 		return FH_FAIL;
 	}
 	if (c.raw) {
@@ -607,15 +632,238 @@ static double pf_gbps(size_t size, const struct pf_result *res)
 	return res->seconds > 0 ? bytes / res->seconds / 1e9 : 0;
 }
 
+/* One CSV row. rails: what the plugin's device opened with (0: not a plugin
+ * path or not known); vs_raw: this path's bandwidth over raw libfabric's for
+ * the same size in the same run (0: not measured). */
 static void pf_csv_row(FILE *csv, const char *path, const char *prov, const char *dev,
-		       int version, size_t size, int window, const struct pf_result *res)
+		       int version, size_t size, int window, const struct pf_result *res,
+		       int rails, double vs_raw)
 {
-	char ver[16] = ""; /* the table version means nothing on the raw path */
-	if (version > 0)
+	char ver[16] = "", nrails[16] = "", ratio[32] = "";
+	if (version > 0) /* the table version means nothing on the raw path */
 		snprintf(ver, sizeof(ver), "%d", version);
-	fprintf(csv, "%s,\"%s\",\"%s\",%s,%zu,%lld,%d,%.6f,%.4f\n", path, prov ? prov : "",
+	if (rails > 0)
+		snprintf(nrails, sizeof(nrails), "%d", rails);
+	if (vs_raw > 0)
+		snprintf(ratio, sizeof(ratio), "%.4f", vs_raw);
+	fprintf(csv, "%s,\"%s\",\"%s\",%s,%zu,%lld,%d,%.6f,%.4f,%s,%s\n", path, prov ? prov : "",
 		dev ? dev : "", ver, size, (long long)res->iters, window, res->seconds,
-		pf_gbps(size, res));
+		pf_gbps(size, res), nrails, ratio);
+}
+
+static FILE *pf_csv_open(fh_rank_t *r, const char *name)
+{
+	FILE *csv = fopen(name, "w");
+	if (!csv) {
+		(void)fh_fail(r, "cannot write %s: %s", name, strerror(errno));
+		return NULL;
+	}
+	fprintf(csv, "path,provider,device,version,bytes,iterations,window,seconds,gbps,rails,"
+		     "vs_raw\n");
+	return csv;
+}
+
+/* What a plugin device opened with, from its INFO line "device D (NAME)
+ * opened: ...; rails N (why); ...[, cut over the rails from B bytes]", which
+ * the harness's logger keeps whatever NCCL_DEBUG says. */
+struct pf_rails {
+	int rails;          /* 0: no line seen */
+	long long cut_from; /* writes of at least this many bytes are cut into pieces; 0: none */
+	char text[256];     /* "rails N (why)" */
+};
+
+#define PF_OPENED " opened: "
+
+static void pf_rails_get(struct pf_rails *out)
+{
+	char line[2048];
+	memset(out, 0, sizeof(*out));
+	if (!fh_log_kept(line, sizeof(line)))
+		return;
+	const char *p = strstr(line, "; rails ");
+	if (p) {
+		out->rails = atoi(p + 8);
+		size_t len = strcspn(p + 2, ";");
+		snprintf(out->text, sizeof(out->text), "%.*s", (int)len, p + 2);
+	}
+	const char *c = strstr(line, "cut over the rails from ");
+	if (c)
+		out->cut_from = atoll(c + strlen("cut over the rails from "));
+}
+
+/* The striped path's setup, from its sending rank to rank 0. */
+struct pf_stripe_info {
+	struct pf_rails rails;
+	char provider[256];
+	char device[256];
+};
+
+/* The checks the striped path must pass before it is measured: it really
+ * cuts large writes over more than one rail. */
+static int pf_stripe_check(fh_rank_t *r, const struct pf_opts *o, const struct pf_rails *rl)
+{
+	if (!rl->rails)
+		return fh_fail(r, "striped path: the plugin did not log its device's rails (no "
+				  "\"device ... opened\" INFO line)");
+	if (rl->rails < 2 || !rl->cut_from)
+		return fh_fail(r, "striped path: NCCL_FABRIC_RAILS=%d does not stripe here: %s%s",
+			       o->stripe, rl->text,
+			       rl->rails < 2 ? "" :
+			       "; large messages are not cut over the rails (no RMA writes, or "
+			       "NCCL_FABRIC_STRIPE_MIN=0)");
+	return FH_OK;
+}
+
+/* Rows print on rank 0: every path measured, then ratios to raw libfabric. */
+static void pf_print_columns(int plugin, int raw, int stripe)
+{
+	printf("%14s", "bytes");
+	if (plugin)
+		printf(" %12s", "plugin GB/s");
+	if (raw)
+		printf(" %12s", "raw GB/s");
+	if (plugin && raw)
+		printf(" %11s", "plugin/raw");
+	if (stripe)
+		printf(" %12s", "striped GB/s");
+	if (stripe && raw)
+		printf(" %11s", "striped/raw");
+	printf("\n");
+}
+
+static void pf_print_row(size_t size, const struct pf_result *pres, const struct pf_result *rres,
+			 const struct pf_result *sres)
+{
+	double rg = rres ? pf_gbps(size, rres) : 0;
+	printf("%14zu", size);
+	if (pres)
+		printf(" %12.3f", pf_gbps(size, pres));
+	if (rres)
+		printf(" %12.3f", rg);
+	if (pres && rres)
+		printf(" %11.2f", rg > 0 ? pf_gbps(size, pres) / rg : 0);
+	if (sres)
+		printf(" %12.3f", pf_gbps(size, sres));
+	if (sres && rres)
+		printf(" %11.2f", rg > 0 ? pf_gbps(size, sres) / rg : 0);
+	printf("\n");
+}
+
+static double pf_vs(size_t size, const struct pf_result *res, const struct pf_result *raw)
+{
+	double rg = raw ? pf_gbps(size, raw) : 0;
+	return rg > 0 ? pf_gbps(size, res) / rg : 0;
+}
+
+/* --stripe: the plugin again with NCCL_FABRIC_RAILS=N, in its own pair of
+ * processes (the plugin reads its settings at its first init, and one
+ * process holds one plugin context): ranks 2 and 3 next to --compare's 0 and
+ * 1 (first = 2), or 0 and 1 alone (first = 0). With the other pair, this
+ * pair opens its device only once the other's is open (so the other counts
+ * only its own processes for automatic rails), and measures each size when
+ * rank 0 says so, between the other paths' runs, so that only one path moves
+ * data at a time. */
+static int pf_stripe_rank(fh_rank_t *r, const struct pf_opts *o, int first)
+{
+	int is_send = !(r->rank & 1), peer = r->rank ^ 1;
+	int lead = r->rank == first && first > 0; /* talks to rank 0 */
+	int head = r->rank == 0;                  /* prints: --stripe alone */
+	char t = 0;
+	if (first && fh_oob_recv(r, r->rank - first, &t, 1))
+		return FH_FAIL;
+	char n[16];
+	snprintf(n, sizeof(n), "%d", o->stripe);
+	setenv("NCCL_FABRIC_RAILS", n, 1);
+	fh_log_keep(PF_OPENED);
+
+	char err[600];
+	fh_net_t *net = calloc(1, sizeof(*net));
+	if (!net)
+		return fh_fail(r, "out of memory");
+	if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
+		return fh_fail(r, "%s", err);
+	ncclResult_t rc = fh_net_init(net);
+	if (rc != ncclSuccess)
+		return fh_skip(r, "striped path: init() returned %s: no usable provider",
+			       fh_result_str(rc));
+	int ndev = 0;
+	rc = fh_net_devices(net, &ndev);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "devices() returned %s", fh_result_str(rc));
+	if (ndev <= o->dev)
+		return fh_skip(r, "no device: devices() returned %d", ndev);
+	fh_props_t p;
+	memset(&p, 0, sizeof(p));
+	rc = fh_net_get_properties(net, o->dev, &p);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
+	struct pf_stripe_info info;
+	memset(&info, 0, sizeof(info));
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	const char *prov = tools && tools->provider ? tools->provider() : NULL;
+	snprintf(info.provider, sizeof(info.provider), "%s", prov ? prov : "");
+	snprintf(info.device, sizeof(info.device), "%s", p.name ? p.name : "");
+
+	void *sc = NULL, *rcomm = NULL;
+	if (fh_link(r, net, o->dev, is_send ? peer : -1, is_send ? -1 : peer, &sc, &rcomm))
+		return FH_FAIL;
+	struct pf_path path = {net, is_send ? sc : rcomm, NULL, 1};
+	pf_rails_get(&info.rails);
+	if (pf_stripe_check(r, o, &info.rails))
+		return FH_FAIL;
+	if (lead && fh_oob_send(r, 0, &info, sizeof(info)))
+		return FH_FAIL;
+
+	FILE *csv = NULL;
+	if (head) {
+		printf("# plugin:   %s (ncclNetPlugin_v%d \"%s\")\n", o->plugin, o->version,
+		       fh_net_name(net));
+		printf("# provider: %s\n", prov ? prov : "(unknown: plugin exports no tools table)");
+		printf("# device:   %d \"%s\", %d Mbps, maxRecvs %d\n", o->dev, info.device, p.speed,
+		       p.maxRecvs);
+		printf("# striped:  NCCL_FABRIC_RAILS=%d: %s; writes of %lld bytes and more cut "
+		       "over the rails\n",
+		       o->stripe, info.rails.text, info.rails.cut_from);
+		printf("# window %d, %s; the striped plugin only\n", o->window,
+		       o->iters ? "fixed iterations" : "timed");
+		printf("%14s %10s %12s %10s\n", "bytes", "iters", "seconds", "GB/s");
+		fflush(stdout);
+		if (o->csv && !(csv = pf_csv_open(r, o->csv)))
+			return FH_FAIL;
+	}
+	for (int i = 0; i < o->nsizes; i++) {
+		size_t size = o->sizes[i];
+		struct pf_result sres = {0, 0};
+		if (lead && fh_oob_recv(r, 0, &t, 1)) /* rank 0: the other paths are done */
+			return FH_FAIL;
+		if (pf_size(r, &path, o, size, &sres))
+			return FH_FAIL;
+		if (lead && fh_oob_send(r, 0, &sres, sizeof(sres)))
+			return FH_FAIL;
+		if (!head)
+			continue;
+		printf("%14zu %10lld %12.6f %10.3f\n", size, (long long)sres.iters, sres.seconds,
+		       pf_gbps(size, &sres));
+		fflush(stdout);
+		if (csv)
+			pf_csv_row(csv, "striped", prov, p.name, o->version, size, o->window, &sres,
+				   info.rails.rails, 0);
+	}
+	if (csv && fclose(csv))
+		return fh_fail(r, "writing %s failed", o->csv);
+	rc = sc ? fh_net_close_send(net, sc) : ncclSuccess;
+	if (rc == ncclSuccess && rcomm)
+		rc = fh_net_close_recv(net, rcomm);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "striped path: close returned %s", fh_result_str(rc));
+	if (fh_net_has_finalize(net)) {
+		rc = fh_net_finalize(net, net->ctx);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "striped path: finalize() returned %s", fh_result_str(rc));
+		fh_net_unload(net);
+	}
+	free(net);
+	return FH_OK;
 }
 
 static int pf_rank(fh_rank_t *r, void *arg)
@@ -623,6 +871,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	const struct pf_opts *o = arg;
 	int use_plugin = (o->paths & PF_PATH_PLUGIN) != 0;
 	int use_raw = (o->paths & PF_PATH_RAW) != 0;
+	int use_stripe = (o->paths & PF_PATH_STRIPE) != 0;
+	int first_stripe = use_plugin || use_raw ? 2 : 0; /* the striped pair's first rank */
+	if (use_stripe && r->rank >= first_stripe)
+		return pf_stripe_rank(r, o, first_stripe);
 	/* --raw alone with --provider needs no plugin at all; without it, the
 	 * plugin is asked which provider it would use. */
 	int load_plugin = use_plugin || !o->provider;
@@ -641,6 +893,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			return fh_fail(r, "out of memory");
 		if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
 			return fh_fail(r, "%s", err);
+		fh_log_keep(PF_OPENED);
 		rc = fh_net_init(net);
 		if (rc != ncclSuccess)
 			return fh_skip(r, "init() returned %s: no usable provider",
@@ -685,13 +938,8 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			printf("# device:   %d \"%s\", %d Mbps, maxRecvs %d\n", o->dev,
 			       p.name ? p.name : "", p.speed, p.maxRecvs);
 		fflush(stdout);
-		if (o->csv) {
-			csv = fopen(o->csv, "w");
-			if (!csv)
-				return fh_fail(r, "cannot write %s: %s", o->csv, strerror(errno));
-			fprintf(csv, "path,provider,device,version,bytes,iterations,window,seconds,"
-				     "gbps\n");
-		}
+		if (o->csv && !(csv = pf_csv_open(r, o->csv)))
+			return FH_FAIL;
 	}
 	if (load_plugin && !use_plugin && fh_net_has_finalize(net)) {
 		/* --raw: the plugin only named the provider; let it go before measuring. */
@@ -706,8 +954,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	}
 
 	void *sc = NULL, *rcomm = NULL;
-	struct pf_path plugin_path = {net, NULL, NULL};
-	struct pf_path raw_path = {NULL, NULL, NULL};
+	struct pf_path plugin_path = {net, NULL, NULL, 0};
+	struct pf_path raw_path = {NULL, NULL, NULL, 0};
+	struct pf_rails prails;
+	memset(&prails, 0, sizeof(prails));
 	if (use_plugin) {
 		/* ping-pong needs both directions, bandwidth one */
 		int send_to = o->latency || r->rank == 0 ? peer : -1;
@@ -715,6 +965,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		if (fh_link(r, net, o->dev, send_to, recv_from, &sc, &rcomm))
 			return FH_FAIL;
 		plugin_path.comm = r->rank == 0 ? sc : rcomm;
+		pf_rails_get(&prails);
 	}
 	if (use_raw) {
 		fh_stage(r, "raw: opening provider %s", raw_prov);
@@ -726,9 +977,18 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			(void)pf_raw_close(r, raw_path.raw);
 			return st;
 		}
-		if (fh_oob_barrier(r))
+		if (pf_pair_barrier(r))
 			return FH_FAIL;
 	}
+	/* The striped pair starts now that this pair's device is open; rank 0
+	 * hears how it opened. */
+	struct pf_stripe_info sinfo;
+	memset(&sinfo, 0, sizeof(sinfo));
+	const char go = 'G';
+	if (use_stripe && fh_oob_send(r, r->rank + first_stripe, &go, 1))
+		return FH_FAIL;
+	if (use_stripe && r->rank == 0 && fh_oob_recv(r, first_stripe, &sinfo, sizeof(sinfo)))
+		return FH_FAIL;
 
 	if (r->rank == 0) {
 		if (use_raw) {
@@ -736,24 +996,34 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			pf_raw_describe(raw_path.raw, line, sizeof(line));
 			printf("# raw:      %s\n", line);
 		}
+		if (use_plugin && prails.rails)
+			printf("# rails:    %s%s\n", prails.text,
+			       prails.rails > 1 && prails.cut_from ?
+			       ", large writes cut over them" : "");
+		if (use_stripe)
+			printf("# striped:  the plugin with NCCL_FABRIC_RAILS=%d (ranks %d, %d): %s; "
+			       "writes of %lld bytes and more cut over the rails\n",
+			       o->stripe, first_stripe, first_stripe + 1, sinfo.rails.text,
+			       sinfo.rails.cut_from);
+		const char *alt = use_plugin && use_raw && use_stripe ?
+				  "; plugin, raw libfabric and striped plugin alternate, size by size" :
+				  use_plugin && use_raw ?
+				  "; plugin and raw libfabric alternate, size by size" :
+				  use_raw && use_stripe ?
+				  "; raw libfabric and striped plugin alternate, size by size" :
+				  use_raw ? "; raw libfabric only, no plugin" : "";
 		if (o->latency)
 			printf("# latency: ping-pong, window 1, half the round trip; %s%s\n",
-			       o->iters ? "fixed iterations" : "timed",
-			       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
-			       : use_raw	     ? "; raw libfabric only, no plugin"
-						     : "");
+			       o->iters ? "fixed iterations" : "timed", alt);
 		else
 			printf("# window %d, %s%s\n", o->window, o->iters ? "fixed iterations" : "timed",
-			       use_plugin && use_raw ? "; plugin and raw libfabric alternate, size by size"
-			       : use_raw	     ? "; raw libfabric only, no plugin"
-						     : "");
+			       alt);
 		if (o->latency && use_plugin && use_raw)
 			printf("%14s %12s %12s %14s\n", "bytes", "plugin us", "raw us", "plugin-raw us");
 		else if (o->latency)
 			printf("%14s %10s %12s %10s\n", "bytes", "trips", "seconds", "us");
-		else if (use_plugin && use_raw)
-			printf("%14s %12s %12s %11s\n", "bytes", "plugin GB/s", "raw GB/s",
-			       "plugin/raw");
+		else if (use_plugin + use_raw + use_stripe > 1)
+			pf_print_columns(use_plugin, use_raw, use_stripe);
 		else
 			printf("%14s %10s %12s %10s\n", "bytes", "iters", "seconds", "GB/s");
 		fflush(stdout);
@@ -761,7 +1031,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 
 	for (int i = 0; i < o->nsizes; i++) {
 		size_t size = o->sizes[i];
-		struct pf_result pres = {0, 0}, rres = {0, 0};
+		struct pf_result pres = {0, 0}, rres = {0, 0}, sres = {0, 0};
 		if (o->latency) {
 			if (use_plugin && pf_pp_size(r, &plugin_path, sc, rcomm, o, size, &pres))
 				return FH_FAIL;
@@ -775,6 +1045,9 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		}
 		if (r->rank != 0)
 			continue;
+		if (use_stripe && (fh_oob_send(r, first_stripe, &go, 1) ||
+				   fh_oob_recv(r, first_stripe, &sres, sizeof(sres))))
+			return FH_FAIL;
 		if (o->latency) {
 			if (use_plugin && use_raw) {
 				double pu = pf_pp_us(&pres), ru = pf_pp_us(&rres);
@@ -786,26 +1059,32 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			}
 			fflush(stdout);
 			if (csv && use_plugin)
-				pf_csv_row(csv, "plugin-latency", prov, p.name, o->version, size, 1, &pres);
+				pf_csv_row(csv, "plugin-latency", prov, p.name, o->version, size, 1, &pres,
+					   prails.rails, 0);
 			if (csv && use_raw)
 				pf_csv_row(csv, "raw-latency", pf_raw_provider(raw_path.raw),
-					   pf_raw_domain(raw_path.raw), 0, size, 1, &rres);
+					   pf_raw_domain(raw_path.raw), 0, size, 1, &rres, 0, 0);
 			continue;
 		}
-		if (use_plugin && use_raw) {
-			double pg = pf_gbps(size, &pres), rg = pf_gbps(size, &rres);
-			printf("%14zu %12.3f %12.3f %11.2f\n", size, pg, rg, rg > 0 ? pg / rg : 0);
+		if (use_plugin + use_raw + use_stripe > 1) {
+			pf_print_row(size, use_plugin ? &pres : NULL, use_raw ? &rres : NULL,
+				     use_stripe ? &sres : NULL);
 		} else {
 			const struct pf_result *res = use_plugin ? &pres : &rres;
 			printf("%14zu %10lld %12.6f %10.3f\n", size, (long long)res->iters,
 			       res->seconds, pf_gbps(size, res));
 		}
 		fflush(stdout);
+		const struct pf_result *raw_res = use_raw ? &rres : NULL;
 		if (csv && use_plugin)
-			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres);
+			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres,
+				   prails.rails, pf_vs(size, &pres, raw_res));
 		if (csv && use_raw)
 			pf_csv_row(csv, "raw", pf_raw_provider(raw_path.raw),
-				   pf_raw_domain(raw_path.raw), 0, size, o->window, &rres);
+				   pf_raw_domain(raw_path.raw), 0, size, o->window, &rres, 0, 0);
+		if (csv && use_stripe)
+			pf_csv_row(csv, "striped", sinfo.provider, sinfo.device, o->version, size,
+				   o->window, &sres, sinfo.rails.rails, pf_vs(size, &sres, raw_res));
 	}
 	if (csv && fclose(csv))
 		return fh_fail(r, "writing %s failed", o->csv);
@@ -844,6 +1123,13 @@ static void pf_usage(FILE *f)
 		"  --compare         also measure raw libfabric (fi_tsend/fi_trecv, same provider,\n"
 		"                    sizes and window), alternating with the plugin size by\n"
 		"                    size; prints plugin GB/s, raw GB/s and plugin/raw\n"
+		"  --stripe N        also measure the plugin with NCCL_FABRIC_RAILS=N (2..8):\n"
+		"                    messages of NCCL_FABRIC_STRIPE_MIN bytes (128K) and more\n"
+		"                    cut into pieces written on N rails at once, in a second\n"
+		"                    pair of processes, in turn with the other paths size by\n"
+		"                    size; prints striped GB/s (and striped/raw with --compare\n"
+		"                    or --raw). Alone: the striped plugin only. Fails if the\n"
+		"                    plugin does not stripe (rails and size shown in the header)\n"
 		"  --raw             raw libfabric only. The provider is the one the plugin\n"
 		"                    chooses (the plugin is loaded only to ask), or with\n"
 		"                    --provider that libfabric provider name as it is\n"
@@ -856,7 +1142,8 @@ static void pf_usage(FILE *f)
 		"                    with --compare also raw libfabric and plugin-raw\n"
 		"  --iters N         messages per size (default: about --duration seconds)\n"
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
-		"  --csv FILE        also write the results as CSV (one row per size and path)\n"
+		"  --csv FILE        also write the results as CSV (one row per size and path:\n"
+		"                    plugin, raw, striped; rails, and vs_raw = GB/s over raw's)\n"
 		"  --version V       table version to use, 6..12 (default 12)\n"
 		"  --dev N           device (default 0)\n"
 		"GB/s is 1e9 bytes per second, one direction; plugin/raw is the plugin's\n"
@@ -868,12 +1155,13 @@ int main(int argc, char **argv)
 {
 	static struct pf_opts o;
 	const char *plugin_cli = NULL, *provider = NULL;
-	int loopback = 0, raw = 0, compare = 0;
+	int loopback = 0, raw = 0, compare = 0, stripe = 0;
 	o.version = FH_VERSION_MAX;
 	o.window = 8;
 	o.duration = 1.0;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
-	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_HELP };
+	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_STRIPE,
+	       O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -888,6 +1176,7 @@ int main(int argc, char **argv)
 		{"raw", no_argument, NULL, O_RAW},
 		{"compare", no_argument, NULL, O_COMPARE},
 		{"latency", no_argument, NULL, O_LATENCY},
+		{"stripe", required_argument, NULL, O_STRIPE},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -920,6 +1209,16 @@ int main(int argc, char **argv)
 		case O_RAW: raw = 1; break;
 		case O_COMPARE: compare = 1; break;
 		case O_LATENCY: o.latency = 1; break;
+		case O_STRIPE: {
+			char *end = NULL;
+			long v = strtol(optarg, &end, 10);
+			if (!*optarg || *end || v < 2 || v > 8) {
+				fprintf(stderr, "bad --stripe '%s': rails, 2..8\n", optarg);
+				return 2;
+			}
+			stripe = (int)v;
+			break;
+		}
 		case O_HELP:
 		case 'h': pf_usage(stdout); return 0;
 		default: pf_usage(stderr); return 2;
@@ -937,7 +1236,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, "--raw and --compare exclude each other (--compare runs both)\n");
 		return 2;
 	}
-	o.paths = compare ? PF_PATH_PLUGIN | PF_PATH_RAW : raw ? PF_PATH_RAW : PF_PATH_PLUGIN;
+	if (stripe && o.latency) {
+		fprintf(stderr, "--stripe measures bandwidth; it does not go with --latency\n");
+		return 2;
+	}
+	o.paths = compare ? PF_PATH_PLUGIN | PF_PATH_RAW : raw ? PF_PATH_RAW :
+		  stripe ? 0 : PF_PATH_PLUGIN;
+	if (stripe)
+		o.paths |= PF_PATH_STRIPE;
+	o.stripe = stripe;
 	o.provider = provider;
 	if (!o.nsizes && o.latency) {
 		static const size_t def[] = {8, 1 << 10, 64 << 10};
@@ -949,7 +1256,7 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(def) / sizeof(def[0]); i++)
 			o.sizes[o.nsizes++] = def[i];
 	}
-	if (fh_plugin_locate(plugin_cli, o.plugin, sizeof(o.plugin)) && !(raw && provider)) {
+	if (fh_plugin_locate(plugin_cli, o.plugin, sizeof(o.plugin)) && !(raw && provider && !stripe)) {
 		fprintf(stderr, "cannot work out where the plugin is; use --plugin PATH\n");
 		return 2;
 	}
@@ -962,10 +1269,14 @@ int main(int argc, char **argv)
 		setenv("FI_NET_IFACE", "lo", 0);
 	}
 	/* Generous: calibration + the timed run + setup, per size. */
-	double per_size = (o.iters ? 120.0 : 10.0 + 3.0 * o.duration) * (compare ? 2 : 1);
-	double limit = (60.0 + per_size * o.nsizes) * fh_timeout_multiplier();
+	int npaths = !!(o.paths & PF_PATH_PLUGIN) + !!(o.paths & PF_PATH_RAW) +
+		     !!(o.paths & PF_PATH_STRIPE);
+	double per_size = (o.iters ? 120.0 : 10.0 + 3.0 * o.duration) * npaths;
+	double limit = (60.0 * (stripe ? 2 : 1) + per_size * o.nsizes) * fh_timeout_multiplier();
+	/* --stripe next to another path: a second pair of ranks (pf_stripe_rank) */
+	int nranks = stripe && (o.paths & (PF_PATH_PLUGIN | PF_PATH_RAW)) ? 4 : 2;
 	fh_outcome_t out;
-	fh_launch(2, limit, pf_rank, &o, &out);
+	fh_launch(nranks, limit, pf_rank, &o, &out);
 	if (out.status == FH_SKIP) {
 		printf("SKIP: %s\n", out.text);
 		return FH_SKIP;
