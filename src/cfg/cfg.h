@@ -94,11 +94,12 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	  "ends the wait at once.")                                                            \
 	X(CQ_BATCH, CFG_INT, "32", 1, 256, NULL,                                           \
 	  "Completions read from a completion queue per call.")                               \
-	X(TUNER, CFG_ENUM, "on", 0, 0, "on|off",                                           \
+	X(TUNER, CFG_ENUM, "off", 0, 0, "on|off",                                          \
 	  "NCCL's tuner plugin from this library (ncclTunerPlugin_v6/v5, used when "            \
 	  "NCCL_TUNER_PLUGIN names no other tuner). on: for collectives of 4 MiB and more "     \
 	  "across nodes, Ring/Simple where NCCL's model rates it within 1.5x of its own pick; " \
-	  "each choice logged once at INFO. off: NCCL's choices unchanged.")
+	  "each choice logged once at INFO. off (the default: measured no faster, and slower " \
+	  "at 8 ranks): NCCL's choices unchanged.")
 
 enum cfg_id {
 #define CFG_ID(id, type, def, min, max, names, help) CFG_##id,

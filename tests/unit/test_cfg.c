@@ -322,7 +322,7 @@ static int test_defaults(void)
 	CHECK_EQ(cfg.v[CFG_SPEED].i, 0);
 	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 300);
 	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 32);
-	CHECK_EQ(cfg.v[CFG_TUNER].i, CFG_TUNER_ON);
+	CHECK_EQ(cfg.v[CFG_TUNER].i, CFG_TUNER_OFF);
 	return 0;
 }
 
