@@ -52,9 +52,10 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path. The receiver gives each connection a home "     \
 	  "rail, in turn; messages from NCCL_FABRIC_STRIPE_MIN up are cut over all rails. "    \
-	  "auto (or 0, the default): where the host CPU moves the bytes (tcp), half the CPUs " \
-	  "this process may use, shared by the plugin processes on this host, at most 4; "    \
-	  "else one. nccl-fabric-info and the INFO log say what was chosen and why.")         \
+	  "auto (or 0, the default): over native tcp, half the CPUs this process may use, "   \
+	  "shared by the plugin processes on this host, at most 4; one rail elsewhere (a NIC " \
+	  "moves the bytes, or tcp;ofi_rxm, whose endpoints hold each other up). "            \
+	  "nccl-fabric-info and the INFO log say what was chosen and why.")                   \
 	X(PROGRESS_THREADS, CFG_ENUM, "auto", 0, 0, "auto|on|off",                          \
 	  "One thread per rail reads its completions while the rail moves large messages, so " \
 	  "rails copy in parallel, and sleeps otherwise (closed connections still drain "      \

@@ -368,7 +368,7 @@ static struct core_plugin *plugin_create(int *rc)
 		 * the ranks that share this host have all started */
 		dev->rails_in = (struct policy_rails_input){
 			.ncpus = core_cpus(), .nprocs = util_procs_count(p->procs_dir),
-			.cpu_copies = traits.stream, .cfg_rails = (int)p->cfg.v[CFG_RAILS].i,
+			.one_rail_why = traits.one_rail_why, .cfg_rails = (int)p->cfg.v[CFG_RAILS].i,
 			.threads_mode = (int)p->cfg.v[CFG_PROGRESS_THREADS].i };
 		util_strlcpy(dev->procs_dir, p->procs_dir, sizeof(dev->procs_dir));
 		struct policy_rails_choice rails;

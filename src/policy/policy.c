@@ -827,11 +827,9 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 	if (in->cfg_rails > 0) {
 		out->rails = in->cfg_rails;
 		snprintf(out->reason, sizeof(out->reason), "%d (NCCL_FABRIC_RAILS)", in->cfg_rails);
-	} else if (!in->cpu_copies) {
-		/* the NIC moves the bytes: another endpoint adds no engine */
+	} else if (in->one_rail_why) {
 		out->rails = 1;
-		snprintf(out->reason, sizeof(out->reason),
-			 "1 (auto: the provider does not move bytes with the host CPU)");
+		snprintf(out->reason, sizeof(out->reason), "1 (auto: %s)", in->one_rail_why);
 	} else {
 		/* Each rail's thread copies with a core of its own while a large
 		 * message moves, and the rank's own threads need the rest: half the

@@ -229,7 +229,7 @@ const char *policy_rma_order_name(enum policy_rma_order o);
 struct policy_rails_input {
 	int ncpus;       /* CPUs this process may run on (its affinity) */
 	int nprocs;      /* plugin processes on this host, this one included */
-	bool cpu_copies; /* the provider moves bytes with the host CPU (a stream: tcp) */
+	const char *one_rail_why; /* auto opens one rail, for this reason (traits); NULL: several */
 	int cfg_rails;   /* NCCL_FABRIC_RAILS: 0 auto, else the count */
 	int threads_mode; /* NCCL_FABRIC_PROGRESS_THREADS: 0 auto, 1 on, 2 off */
 };

@@ -38,6 +38,10 @@
  * CQ error sign    shm                 1.17 (2.1 is    all    func.check.shm.full
  *                                      positive)              (send-larger cases)
  * remote write     shm                 2.1             all    func.check.shm.rma on 2.1
+ * one rail (auto)  all but native tcp  all             trait  unit.traits; the GPU run of
+ *                  and sockets                                2026-12-03 (rxm with 4 rails:
+ *                                                             all_reduce 128 KiB 0.9-2.2 ms
+ *                                                             at 2 ranks, 0.2-0.3 ms with 1)
  *   flags
  * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
  *                                                             func.check.shm.full
@@ -164,4 +168,11 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	 * test_hostile while draining */
 	size_t n = strlen(prov), rxm = strlen(";ofi_rxm");
 	out->drain = (n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm")) || name_is(prov, "tcp");
+	/* several rails pay where the host CPU moves the bytes, each rail a core
+	 * of its own; under rxm, several endpoints per process made mid-size
+	 * messages wait milliseconds (its own progress between them) */
+	out->one_rail_why = !out->stream ? "the provider does not move bytes with the host CPU" :
+			    (n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm")) ?
+				    "tcp;ofi_rxm: its endpoints delay each other's mid-size messages "
+				    "by milliseconds" : NULL;
 }

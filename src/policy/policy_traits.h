@@ -49,6 +49,10 @@ struct policy_traits {
 	 * Where it is false the provider treats such a receive as an ordinary
 	 * one (it would swallow a message), or was not seen to drain safely. */
 	bool drain;
+	/* NCCL_FABRIC_RAILS=auto may open several rails: NULL, or why it opens
+	 * one (the NIC moves the bytes, or the provider's endpoints stall each
+	 * other). */
+	const char *one_rail_why;
 };
 
 /* The eager limit a stream provider takes by default: what NCCL's LL

@@ -1450,7 +1450,7 @@ static int test_hmem_flush(void)
 static int test_datapath_defaults(void)
 {
 	struct policy_rails_choice c;
-	struct policy_rails_input in = { .ncpus = 16, .nprocs = 2, .cpu_copies = true };
+	struct policy_rails_input in = { .ncpus = 16, .nprocs = 2 };
 	/* auto: half the CPUs each process gets, at most 4 */
 	policy_rails(&in, &c);
 	CHECK_EQ(c.rails, 4);
@@ -1474,12 +1474,12 @@ static int test_datapath_defaults(void)
 	in.nprocs = 200; /* more processes than CPUs */
 	policy_rails(&in, &c);
 	CHECK_EQ(c.rails, 1);
-	in = (struct policy_rails_input){ .ncpus = 64, .nprocs = 1, .cpu_copies = false };
-	policy_rails(&in, &c); /* the NIC moves the bytes */
+	in = (struct policy_rails_input){ .ncpus = 64, .nprocs = 1, .one_rail_why = "a reason" };
+	policy_rails(&in, &c); /* the traits say one */
 	CHECK_EQ(c.rails, 1);
-	CHECK_STR_CONTAINS(c.reason, "does not move bytes with the host CPU");
+	CHECK_STR_CONTAINS(c.reason, "1 (auto: a reason)");
 	/* the setting wins */
-	in = (struct policy_rails_input){ .ncpus = 2, .nprocs = 8, .cpu_copies = true, .cfg_rails = 3,
+	in = (struct policy_rails_input){ .ncpus = 2, .nprocs = 8, .one_rail_why = "x", .cfg_rails = 3,
 					  .threads_mode = 2 };
 	policy_rails(&in, &c);
 	CHECK_EQ(c.rails, 3);

@@ -177,6 +177,22 @@ static int test_drain(void)
 	return 0;
 }
 
+/* Automatic rails open several only where the host CPU moves the bytes and
+ * the provider's endpoints do not delay each other: native tcp, sockets. */
+static int test_one_rail(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("tcp", 64, 0, versions[k]).one_rail_why == NULL);
+		CHECK(traits_of("sockets", 64, 0, versions[k]).one_rail_why == NULL);
+		const char *w = traits_of("tcp;ofi_rxm", 64, 0, versions[k]).one_rail_why;
+		CHECK(w && strstr(w, "tcp;ofi_rxm"));
+		w = traits_of("shm", 4096, 0, versions[k]).one_rail_why;
+		CHECK(w && strstr(w, "host CPU"));
+		CHECK(traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).one_rail_why != NULL);
+	}
+	return 0;
+}
+
 /* An entry without a name or attributes gets no quirk, and no eager default. */
 static int test_no_name(void)
 {
@@ -205,6 +221,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
 	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
 	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
+	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 
