@@ -852,7 +852,8 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 
 /* ---------------- the data path ---------------- */
 
-void policy_data_path(bool cfg_rma, const char *provider, const struct fi_info *info,
+void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
+		      const char *provider, const struct fi_info *info,
 		      struct policy_data_path *out)
 {
 	const char *prov = provider && provider[0] ? provider : "(none)";
@@ -868,11 +869,21 @@ void policy_data_path(bool cfg_rma, const char *provider, const struct fi_info *
 		why = "the provider's remote CQ data is shorter than 8 bytes";
 	else if (info->mode & FI_RX_CQ_DATA)
 		why = "the provider's remote CQ data consumes a receive (FI_RX_CQ_DATA)";
+	else if (no_write_why && !cfg_explicit)
+		why = no_write_why;
 	out->rma = why == NULL;
-	if (out->rma)
+	if (out->rma && no_write_why)
+		snprintf(out->reason, sizeof(out->reason),
+			 "RMA writes into the receiver's buffer (NCCL_FABRIC_RMA=1, against the "
+			 "default here: %s)", no_write_why);
+	else if (out->rma)
 		snprintf(out->reason, sizeof(out->reason),
 			 "RMA writes into the receiver's buffer (%s has FI_RMA and %zu bytes of "
 			 "remote CQ data; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data);
+	else if (why == no_write_why)
+		snprintf(out->reason, sizeof(out->reason),
+			 "one tagged send after the clear-to-send (%s; NCCL_FABRIC_RMA=1 asks for "
+			 "RMA writes)", why);
 	else if (!cfg_rma)
 		snprintf(out->reason, sizeof(out->reason),
 			 "one tagged send after the clear-to-send (%s)", why);

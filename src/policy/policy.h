@@ -249,7 +249,10 @@ struct policy_data_path {
 	bool rma;
 	char reason[POLICY_REASON_LEN];
 };
-void policy_data_path(bool cfg_rma, const char *provider, const struct fi_info *info,
+/* cfg_rma: NCCL_FABRIC_RMA; cfg_explicit: set in the environment (it then
+ * overrides no_write_why, the traits' reason against writes by default). */
+void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
+		      const char *provider, const struct fi_info *info,
 		      struct policy_data_path *out);
 
 /* The eager limit: messages up to it are sent without waiting for the

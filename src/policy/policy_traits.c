@@ -38,6 +38,10 @@
  * CQ error sign    shm                 1.17 (2.1 is    all    func.check.shm.full
  *                                      positive)              (send-larger cases)
  * remote write     shm                 2.1             all    func.check.shm.rma on 2.1
+ * no RMA writes   tcp;ofi_rxm         before 2.0      trait  unit.traits; func.check.tcp.rails
+ *   by default                         (seen on 1.17)         .faults (close-reconnect: a write
+ *                                                             never completed while both ends
+ *                                                             progressed; its close gave up)
  * one rail (auto)  all but native tcp  all             trait  unit.traits; the GPU run of
  *                  and sockets                                2026-12-03 (rxm with 4 rails:
  *                                                             all_reduce 128 KiB 0.9-2.2 ms
@@ -175,4 +179,7 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 			    (n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm")) ?
 				    "tcp;ofi_rxm: its endpoints delay each other's mid-size messages "
 				    "by milliseconds" : NULL;
+	out->no_write_why = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 0) ?
+				    "tcp;ofi_rxm before libfabric 2.0: an RMA write to a receiver that "
+				    "closes may never complete" : NULL;
 }

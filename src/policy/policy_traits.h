@@ -53,6 +53,9 @@ struct policy_traits {
 	 * one (the NIC moves the bytes, or the provider's endpoints stall each
 	 * other). */
 	const char *one_rail_why;
+	/* Large messages should not go as RMA writes by default: NULL, or why
+	 * (NCCL_FABRIC_RMA=1 in the environment still asks for them). */
+	const char *no_write_why;
 };
 
 /* The eager limit a stream provider takes by default: what NCCL's LL

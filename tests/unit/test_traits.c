@@ -193,6 +193,19 @@ static int test_one_rail(void)
 	return 0;
 }
 
+/* RMA writes by default everywhere but tcp;ofi_rxm before 2.0. */
+static int test_no_write(void)
+{
+	CHECK(traits_of("tcp;ofi_rxm", 64, 0, V117).no_write_why != NULL);
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("tcp", 64, 0, versions[k]).no_write_why == NULL);
+		CHECK(traits_of("shm", 4096, 0, versions[k]).no_write_why == NULL);
+		if (versions[k] >= FI_VERSION(2, 0))
+			CHECK(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).no_write_why == NULL);
+	}
+	return 0;
+}
+
 /* An entry without a name or attributes gets no quirk, and no eager default. */
 static int test_no_name(void)
 {
@@ -222,6 +235,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
 	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
 	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
+	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm before 2.0"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 

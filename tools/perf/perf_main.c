@@ -774,6 +774,9 @@ static int pf_stripe_rank(fh_rank_t *r, const struct pf_opts *o, int first)
 	char n[16];
 	snprintf(n, sizeof(n), "%d", o->stripe);
 	setenv("NCCL_FABRIC_RAILS", n, 1);
+	/* pieces are RMA writes: asked for where the provider's default is tagged
+	 * (unless NCCL_FABRIC_RMA says otherwise) */
+	setenv("NCCL_FABRIC_RMA", "1", 0);
 	fh_log_keep(PF_OPENED);
 
 	char err[600];
