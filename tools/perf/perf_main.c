@@ -763,6 +763,39 @@ static double pf_vs(size_t size, const struct pf_result *res, const struct pf_re
  * only its own processes for automatic rails), and measures each size when
  * rank 0 says so, between the other paths' runs, so that only one path moves
  * data at a time. */
+/* Loads the plugin as NCCL does and reads device o->dev: its properties and
+ * the provider it chose (NULL without the tools table). FH_OK, or FH_FAIL /
+ * FH_SKIP with the reason recorded (what: a prefix naming the path). */
+static int pf_plugin_open(fh_rank_t *r, const struct pf_opts *o, const char *what,
+			  fh_net_t **out, fh_props_t *p, const char **prov)
+{
+	char err[600];
+	fh_net_t *net = calloc(1, sizeof(*net));
+	if (!net)
+		return fh_fail(r, "out of memory");
+	*out = net;
+	if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
+		return fh_fail(r, "%s", err);
+	fh_log_keep(PF_OPENED);
+	ncclResult_t rc = fh_net_init(net);
+	if (rc != ncclSuccess)
+		return fh_skip(r, "%sinit() returned %s: no usable provider", what,
+			       fh_result_str(rc));
+	int ndev = 0;
+	rc = fh_net_devices(net, &ndev);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "%sdevices() returned %s", what, fh_result_str(rc));
+	if (ndev <= o->dev)
+		return fh_skip(r, "%sno device: devices() returned %d", what, ndev);
+	memset(p, 0, sizeof(*p));
+	rc = fh_net_get_properties(net, o->dev, p);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "%sgetProperties() returned %s", what, fh_result_str(rc));
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	*prov = tools && tools->provider ? tools->provider() : NULL;
+	return FH_OK;
+}
+
 static int pf_stripe_rank(fh_rank_t *r, const struct pf_opts *o, int first)
 {
 	int is_send = !(r->rank & 1), peer = r->rank ^ 1;
@@ -777,33 +810,15 @@ static int pf_stripe_rank(fh_rank_t *r, const struct pf_opts *o, int first)
 	/* pieces are RMA writes: asked for where the provider's default is tagged
 	 * (unless NCCL_FABRIC_RMA says otherwise) */
 	setenv("NCCL_FABRIC_RMA", "1", 0);
-	fh_log_keep(PF_OPENED);
-
-	char err[600];
-	fh_net_t *net = calloc(1, sizeof(*net));
-	if (!net)
-		return fh_fail(r, "out of memory");
-	if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
-		return fh_fail(r, "%s", err);
-	ncclResult_t rc = fh_net_init(net);
-	if (rc != ncclSuccess)
-		return fh_skip(r, "striped path: init() returned %s: no usable provider",
-			       fh_result_str(rc));
-	int ndev = 0;
-	rc = fh_net_devices(net, &ndev);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "devices() returned %s", fh_result_str(rc));
-	if (ndev <= o->dev)
-		return fh_skip(r, "no device: devices() returned %d", ndev);
+	fh_net_t *net = NULL;
 	fh_props_t p;
-	memset(&p, 0, sizeof(p));
-	rc = fh_net_get_properties(net, o->dev, &p);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
+	const char *prov = NULL;
+	int orc = pf_plugin_open(r, o, "striped path: ", &net, &p, &prov);
+	if (orc != FH_OK)
+		return orc;
+	ncclResult_t rc;
 	struct pf_stripe_info info;
 	memset(&info, 0, sizeof(info));
-	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
-	const char *prov = tools && tools->provider ? tools->provider() : NULL;
 	snprintf(info.provider, sizeof(info.provider), "%s", prov ? prov : "");
 	snprintf(info.device, sizeof(info.device), "%s", p.name ? p.name : "");
 
@@ -890,28 +905,9 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	ncclResult_t rc;
 
 	if (load_plugin) {
-		char err[600];
-		net = calloc(1, sizeof(*net));
-		if (!net)
-			return fh_fail(r, "out of memory");
-		if (fh_net_open(net, o->plugin, o->version, err, sizeof(err)))
-			return fh_fail(r, "%s", err);
-		fh_log_keep(PF_OPENED);
-		rc = fh_net_init(net);
-		if (rc != ncclSuccess)
-			return fh_skip(r, "init() returned %s: no usable provider",
-				       fh_result_str(rc));
-		int ndev = 0;
-		rc = fh_net_devices(net, &ndev);
-		if (rc != ncclSuccess)
-			return fh_fail(r, "devices() returned %s", fh_result_str(rc));
-		if (ndev <= o->dev)
-			return fh_skip(r, "no device: devices() returned %d", ndev);
-		rc = fh_net_get_properties(net, o->dev, &p);
-		if (rc != ncclSuccess)
-			return fh_fail(r, "getProperties() returned %s", fh_result_str(rc));
-		const ncclFabricTools_v1_t *tools = fh_net_tools(net);
-		prov = tools && tools->provider ? tools->provider() : NULL;
+		int orc = pf_plugin_open(r, o, "", &net, &p, &prov);
+		if (orc != FH_OK)
+			return orc;
 		if (p.name)
 			snprintf(raw_domain, sizeof(raw_domain), "%s", p.name);
 	}
