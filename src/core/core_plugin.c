@@ -329,6 +329,9 @@ static struct core_plugin *plugin_create(int *rc)
 	policy_hmem(sel, &p->disc.probe, &p->cuda, &p->cfg, p->disc.runtime_version, &p->hmem);
 
 	p->ndevs = sel->ndevs;
+	/* what automatic rails read (a directory scan: only where auto is asked) */
+	int ncpus = core_cpus();
+	int nprocs = p->cfg.v[CFG_RAILS].i == 0 ? util_procs_count(p->procs_dir) : 1;
 	for (int i = 0; i < sel->ndevs; i++) {
 		struct proto_device *dev = &p->devs[i];
 		dev->index = i;
@@ -368,7 +371,7 @@ static struct core_plugin *plugin_create(int *rc)
 		/* rails: decided again when the device opens (proto_device_open), when
 		 * the ranks that share this host have all started */
 		dev->rails_in = (struct policy_rails_input){
-			.ncpus = core_cpus(), .nprocs = util_procs_count(p->procs_dir),
+			.ncpus = ncpus, .nprocs = nprocs,
 			.one_rail_why = traits.one_rail_why, .cfg_rails = (int)p->cfg.v[CFG_RAILS].i,
 			.threads_mode = (int)p->cfg.v[CFG_PROGRESS_THREADS].i };
 		util_strlcpy(dev->procs_dir, p->procs_dir, sizeof(dev->procs_dir));
