@@ -926,7 +926,11 @@ static void drain_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		d->tag = e->tag;
 		d->len = e->len;
 		d->found = true;
-		d->step = drain_buf_fit(ep, e->len) ? DRAIN_RECV : DRAIN_DISCARD;
+		/* discarded unread where a receive would follow the sender's
+		 * connection, which may be freed (traits.whole_max) */
+		size_t whole = ep->dom->traits.whole_max;
+		d->step = (!whole || e->len <= whole) && drain_buf_fit(ep, e->len) ? DRAIN_RECV :
+										      DRAIN_DISCARD;
 	} else {
 		/* Someone takes it: step over its key. Its key's path below the
 		 * node is split off, the siblings along it looked at instead. */

@@ -59,6 +59,9 @@
  * drain            tcp;ofi_rxm (any    1.17, 2.1       trait  func.hostile.{tcp,rxm};
  *                  core), native tcp                          func.check.*.close-reconnect
  *                  (not shm)
+ * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
+ *   follow a       core)               (seen on 1.17)         .{tcp,rxm}.abrupt (crashed the
+ *   closed conn.                                              victim in 6 of 6 runs)
  *
  * serialize: shm loses messages when one thread posts while another reads
  *   the same endpoint's completions, though it claims FI_THREAD_SAFE; NCCL's
@@ -129,6 +132,20 @@
  *   (a peek would post an ordinary receive and swallow a message); shm of
  *   2.1 is left out too: its hostile test hung while draining (and without,
  *   intermittently; not understood).
+ * large messages follow a closed connection: rxm of 1.17 sends a message
+ *   above its buffer (FI_OFI_RXM_BUFFER_SIZE, 16 KiB by default) by
+ *   rendezvous (over tcp: the receiver reads it from the sender) or in
+ *   segments. The unexpected first packet keeps a pointer to its
+ *   connection, which rxm frees when the peer leaves; a receive that later
+ *   takes it reads or writes through the freed connection and crashes the
+ *   process. A discard (FI_PEEK|FI_DISCARD) frees the packet without
+ *   looking at the connection, so the drain discards such messages (each
+ *   packet; a rendezvous sender then waits for good, which only a forger
+ *   or a peer that already left does), and the eager limit's default is
+ *   held to the buffer size, so that a peer that dies after an eager send
+ *   leaves nothing of that kind for NCCL's own receive (messages above it
+ *   wait for the CTS, whose receive is posted before they arrive). Setting
+ *   NCCL_FABRIC_EAGER_MAX above it brings the risk back.
  */
 #include "policy/policy_traits.h"
 
@@ -171,12 +188,21 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	 * it (a peek would swallow a message) and 2.1's stalled the stream of
 	 * test_hostile while draining */
 	size_t n = strlen(prov), rxm = strlen(";ofi_rxm");
-	out->drain = (n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm")) || name_is(prov, "tcp");
+	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
+	out->drain = is_rxm || name_is(prov, "tcp");
+	/* rxm before 2.0 sends what exceeds its buffer by rendezvous or in
+	 * segments, which a receive taking them after the connection closed
+	 * follows into the freed connection */
+	if (is_rxm && fi_version < FI_VERSION(2, 0)) {
+		out->whole_max = POLICY_RXM_BUFFER;
+		if (out->eager_default > out->whole_max)
+			out->eager_default = out->whole_max;
+	}
 	/* several rails pay where the host CPU moves the bytes, each rail a core
 	 * of its own; under rxm, several endpoints per process made mid-size
 	 * messages wait milliseconds (its own progress between them) */
 	out->one_rail_why = !out->stream ? "the provider does not move bytes with the host CPU" :
-			    (n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm")) ?
+			    is_rxm ?
 				    "tcp;ofi_rxm: its endpoints delay each other's mid-size messages "
 				    "by milliseconds" : NULL;
 	out->no_write_why = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 0) ?

@@ -49,6 +49,14 @@ struct policy_traits {
 	 * Where it is false the provider treats such a receive as an ordinary
 	 * one (it would swallow a message), or was not seen to drain safely. */
 	bool drain;
+	/* The largest unexpected message a receive may take; 0: any. A larger
+	 * one (rendezvous or segments) is taken through the sender's
+	 * connection, and where that connection has closed meanwhile, the
+	 * provider touches freed memory. The drain discards such messages
+	 * unread (ofi_ep.c), and the eager limit's default is held to it, so
+	 * that no message the plugin sends before its receive is posted is of
+	 * that kind. */
+	size_t whole_max;
 	/* NCCL_FABRIC_RAILS=auto may open several rails: NULL, or why it opens
 	 * one (the NIC moves the bytes, or the provider's endpoints stall each
 	 * other). */
@@ -62,6 +70,9 @@ struct policy_traits {
  * protocol posts per receive (its buffer in 8 steps), so every LL message
  * goes at once and its receive needs no CTS. */
 #define POLICY_STREAM_EAGER 65536
+/* rxm's buffer size by default (FI_OFI_RXM_BUFFER_SIZE): larger messages
+ * go by rendezvous or in segments. */
+#define POLICY_RXM_BUFFER 16384
 
 /* Pure: the provider's name is info->fabric_attr->prov_name; fi_version is
  * the run-time libfabric's (fi_version()). Never fails: an entry without a

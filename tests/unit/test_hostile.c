@@ -157,10 +157,16 @@ static int data_rounds = -1, round_no;
 /* Off with oversized control messages, and with HOSTILE_PEER=0 (shm of 1.17
  * cannot drain the forgeries, which then hold the hostile process's own
  * connection: a known limit). */
+static bool abrupt_on(void)
+{
+	const char *e = getenv("HOSTILE_ABRUPT");
+	return e && !strcmp(e, "1");
+}
+
 static bool peer_stream_on(void)
 {
 	const char *e = getenv("HOSTILE_PEER");
-	return !(kinds & K_OVERSIZE) && !(e && !strcmp(e, "0"));
+	return !(kinds & K_OVERSIZE) && !(e && !strcmp(e, "0")) && !abrupt_on();
 }
 
 
@@ -368,6 +374,16 @@ static int victim(int to_hostile, int from_hostile)
 	fflush(stdout);
 	if (dropped == 0)
 		return fail("victim", "nothing was counted as dropped");
+	/* Where the provider delivers large messages only through the sender's
+	 * connection (traits.whole_max), the drain discards the large forgeries
+	 * unread, and their sends never complete: the hostile process's own
+	 * sends then wait behind them, nobody else's. */
+	if (p->devs[0].dom->traits.whole_max && (kinds & K_DATA) && prx.longest > STALL_MAX_S * mult) {
+		printf("victim: the peer stream stalled %.3f s behind the hostile process's own "
+		       "discarded forgeries (above %zu bytes: their sends never complete)\n",
+		       prx.longest, p->devs[0].dom->traits.whole_max);
+		prx.longest = 0;
+	}
 	if (longest_stall > STALL_MAX_S * mult || prx.longest > STALL_MAX_S * mult) {
 		fprintf(stderr, "a stream stalled for %.3f s (bound %.1f s)\n",
 			longest_stall > prx.longest ? longest_stall : prx.longest, STALL_MAX_S * mult);
@@ -379,10 +395,47 @@ static int victim(int to_hostile, int from_hostile)
 		drains = false;
 	if (drains && getenv("HOSTILE_DATA_ROUNDS") == NULL && drained == 0)
 		return fail("victim", "forged data messages were sent throughout, none was drained");
+	/* HOSTILE_ABRUPT=1: the hostile process sends a last burst of
+	 * segmented-size data forgeries and exits at once, its connection
+	 * breaking with them unexpected here (tcp;ofi_rxm of 1.17 frees that
+	 * connection while its segments wait). The drain must take them
+	 * without touching it; the victim streams on, then closes. */
+	if (abrupt_on()) {
+		char cmd = 'k';
+		if (write(to_hostile, &cmd, 1) != 1)
+			return fail("victim", "pipe to the hostile process");
+		fd_set fds;
+		FD_ZERO(&fds);
+		FD_SET(from_hostile, &fds);
+		struct timeval tv = {(time_t)(10 * mult), 0};
+		while (select(from_hostile + 1, &fds, NULL, NULL, &tv) > 0 &&
+		       read(from_hostile, &cmd, 1) > 0)
+			;
+		unsigned before = atomic_load(&ep->drained);
+		double after_until = now_s() + 1.5;
+		int more = 0;
+		do { /* while the drain walks over what the burst left */
+			rc_ = victim_stream(sc, rc);
+			if (rc_)
+				return rc_;
+			more++;
+		} while (now_s() < after_until);
+		printf("victim: the hostile process left after its last burst; %d x %d messages "
+		       "intact since; forged data messages drained: %u before the burst, %u "
+		       "when it had left, %u at the end\n", more, STREAM_MSGS, drained, before,
+		       atomic_load(&ep->drained));
+		fflush(stdout);
+		net_close_send(sc);
+		net_close_recv(rc);
+		net_close_send(sc2);
+		net_close_recv(rc2);
+		net_close_listen(lcomm);
+		net_finalize(ctx);
+		return 0;
+	}
 	/* The hostile process stops forging and waits for its forgeries to be
-	 * taken before it leaves: tcp;ofi_rxm of 1.17 crashes when a receive
-	 * takes the first segment of a message whose connection already closed
-	 * (README, known limits), which the drain would do at teardown. */
+	 * taken before it leaves, so that the drain meets connections that
+	 * still live (HOSTILE_ABRUPT covers the other way). */
 	char quiet = 's';
 	if (write(to_hostile, &quiet, 1) == 1) {
 		fd_set fds;
@@ -424,15 +477,19 @@ static void forged_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	((struct forged *)op->owner)->busy = false;
 }
 
+/* A free forgery slot, waiting at most 20 ms: forgeries the victim
+ * discards unread (rendezvous, traits.whole_max) never complete, and the
+ * hostile process's own stream must not wait behind them here. */
 static struct forged *forged_get(struct ofi_ep *ep)
 {
-	for (int spin = 0; spin < 1000000; spin++) {
+	double until = now_s() + 0.02;
+	do {
 		for (int i = 0; i < HOSTILE_OPS; i++)
 			if (!ops[i].busy)
 				return &ops[i];
 		(void)ofi_ep_progress(ep);
-	}
-	return NULL; /* the victim holds them all (unmatched rendezvous): stop forging */
+	} while (now_s() < until);
+	return NULL; /* the victim holds them all: this forgery is skipped */
 }
 
 static const struct proto_tag_layout *glay;
@@ -580,7 +637,7 @@ static void hostile_round(struct ofi_ep *ep, fi_addr_t to, const struct proto_ha
 		/* data for a guessed connection, sequence number and the real tag;
 		 * every 4th up to 64 KiB (tcp;ofi_rxm sends those in segments) */
 		static unsigned char big[65536];
-		jl = id % 4 ? rnd() % 512 : 16384 + rnd() % 49152;
+		jl = id % 4 || abrupt_on() ? rnd() % 512 : 16384 + rnd() % 49152;
 		garbage(big, jl < 512 ? jl : 512);
 		forge(ep, to, proto_tag_data(lay, id, (uint32_t)(rnd() % 64), 0x2a), big, jl);
 	}
@@ -642,8 +699,21 @@ static int hostile(int from_victim, int to_victim)
 	printf("hostile: %d rounds, %ld forged messages posted, %ld of them data; %ld messages "
 	       "of the peer stream posted\n", rounds, posted_total, posted_data, psent);
 	fflush(stdout);
-	char cmd;
-	if (read(from_victim, &cmd, 1) == 1) {
+	char cmd = 0;
+	if (read(from_victim, &cmd, 1) == 1 && cmd == 'k') {
+		/* a burst of segmented-size data forgeries, then leave as a crash
+		 * would: without waiting for anything */
+		static unsigned char big[65536];
+		garbage(big, 512);
+		data_rounds = -1;
+		for (uint32_t id = 0; id < GUESS_IDS; id++)
+			forge(ep, to, proto_tag_data(&dev->layout, id, (uint32_t)(rnd() % 64), 0x2a),
+			      big, 16385 + rnd() % 49151);
+		for (double t = now_s() + 0.05; now_s() < t;)
+			(void)ofi_ep_progress(ep);
+		_exit(0);
+	}
+	if (cmd == 's') {
 		/* quiet: every forgery handed over (bounded), then say so and wait
 		 * for the victim to be done with them */
 		double quiet_until = now_s() + 2 * mult;

@@ -72,7 +72,9 @@ static int test_stream_and_eager(void)
 		for (size_t s = 0; s < sizeof(stream) / sizeof(stream[0]); s++) {
 			struct policy_traits t = traits_of(stream[s], 64, 0, versions[k]);
 			CHECK(t.stream);
-			CHECK_EQ(t.eager_default, POLICY_STREAM_EAGER);
+			/* rxm before 2.0: held to its buffer (the segments row) */
+			bool rxm_old = (s == 0 || s == 2) && versions[k] < FI_VERSION(2, 0);
+			CHECK_EQ(t.eager_default, rxm_old ? POLICY_RXM_BUFFER : POLICY_STREAM_EAGER);
 		}
 		for (size_t s = 0; s < sizeof(other) / sizeof(other[0]); s++) {
 			struct policy_traits t = traits_of(other[s], 1256, 0, versions[k]);
@@ -177,6 +179,26 @@ static int test_drain(void)
 	return 0;
 }
 
+/* rxm before 2.0 delivers messages above its buffer in segments that a
+ * receive follows into a freed connection: whole_max says so, and no other
+ * provider or version has a limit. */
+static int test_whole_max(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		bool old = versions[k] < FI_VERSION(2, 0);
+		CHECK_EQ(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).whole_max,
+			 old ? POLICY_RXM_BUFFER : 0);
+		CHECK_EQ(traits_of("verbs;ofi_rxm", 16384, FI_MR_LOCAL, versions[k]).whole_max,
+			 old ? POLICY_RXM_BUFFER : 0);
+		/* an inject size below the buffer stays the eager default */
+		CHECK_EQ(traits_of("verbs;ofi_rxm", 4096, FI_MR_LOCAL, versions[k]).eager_default,
+			 4096);
+		CHECK_EQ(traits_of("tcp", 64, 0, versions[k]).whole_max, 0);
+		CHECK_EQ(traits_of("shm", 4096, 0, versions[k]).whole_max, 0);
+	}
+	return 0;
+}
+
 /* Automatic rails open several only where the host CPU moves the bytes and
  * the provider's endpoints do not delay each other: native tcp, sockets. */
 static int test_one_rail(void)
@@ -234,6 +256,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
 	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
 	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
+	TEST_ENTRY(test_whole_max, "rxm before 2.0: messages above its buffer are never received late"),
 	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
 	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm before 2.0"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
