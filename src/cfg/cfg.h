@@ -65,7 +65,7 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	  "Largest message, in bytes, sent at once without waiting for the receiver's "        \
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
 	  "completes without the receiver (stream providers 65536, NCCL's LL receive size; "   \
-	  "others their inject size).") \
+	  "tcp;ofi_rxm before libfabric 2.0 16384, its buffer; others their inject size).") \
 	X(RMA, CFG_BOOL, "1", 0, 1, NULL,                                                  \
 	  "1 (the default): messages above NCCL_FABRIC_EAGER_MAX go as RMA writes with remote " \
 	  "CQ data into the buffer the receiver announced, where the provider has FI_RMA and " \

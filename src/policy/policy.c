@@ -816,6 +816,8 @@ size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *re
 	 * no CTS (see PROTO_LAZY_CTS_NS). */
 	size_t v = traits->eager_default;
 	snprintf(reason, reason_len, "%zu bytes (auto: %s)", v,
+		 traits->whole_max && v == traits->whole_max ?
+			 "the provider's buffer; larger ones wait for the CTS" :
 		 traits->stream ? "stream provider, NCCL's LL receive size" :
 				  "the provider's inject size");
 	return v;
