@@ -499,7 +499,9 @@ int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
  * connection's receive buffers and credits, native tcp stops reading the
  * socket it came on (behind it, every later message of that peer). Every
  * OFI_DRAIN_NS the endpoint's progress walks its unexpected tagged messages
- * with FI_PEEK and drains each one keep says nobody takes; messages of
+ * with FI_PEEK and drains each one keep says nobody takes (received into
+ * a scratch buffer, or discarded unread above 4 MiB and above
+ * traits.whole_max); messages of
  * owners that keep them (key: tag & key_mask, the bits that name the owner)
  * are stepped over by splitting the key space around them. A walk that found such messages is followed
  * by another at the next progress call (a flood is drained as fast as the
