@@ -163,6 +163,22 @@ static bool abrupt_on(void)
 	return e && !strcmp(e, "1");
 }
 
+/* Waits (at most 10 s times the multiplier) for the hostile process's
+ * answer on fd, or with until_gone for it to close the pipe (exit). */
+static void wait_hostile(int fd, bool until_gone)
+{
+	struct timeval tv = {(time_t)(10 * mult), 0};
+	char c;
+	for (;;) {
+		fd_set fds;
+		FD_ZERO(&fds);
+		FD_SET(fd, &fds);
+		if (select(fd + 1, &fds, NULL, NULL, &tv) <= 0 || read(fd, &c, 1) <= 0 ||
+		    !until_gone)
+			return;
+	}
+}
+
 static bool peer_stream_on(void)
 {
 	const char *e = getenv("HOSTILE_PEER");
@@ -395,22 +411,19 @@ static int victim(int to_hostile, int from_hostile)
 		drains = false;
 	if (drains && getenv("HOSTILE_DATA_ROUNDS") == NULL && drained == 0)
 		return fail("victim", "forged data messages were sent throughout, none was drained");
-	/* HOSTILE_ABRUPT=1: the hostile process sends a last burst of
-	 * segmented-size data forgeries and exits at once, its connection
-	 * breaking with them unexpected here (tcp;ofi_rxm of 1.17 frees that
-	 * connection while its segments wait). The drain must take them
-	 * without touching it; the victim streams on, then closes. */
+	/* HOSTILE_ABRUPT=1: the hostile process sends a last burst of large
+	 * data forgeries and exits at once, its connection breaking with them
+	 * unexpected here (tcp;ofi_rxm of 1.17 frees that connection while
+	 * they wait). The drain must take them without touching it; the
+	 * victim streams on, then closes. Otherwise the hostile process stops
+	 * forging, waits for its forgeries to be taken, and stays, progressing,
+	 * until the victim has finalized: the drain then meets connections
+	 * that still live. */
 	if (abrupt_on()) {
 		char cmd = 'k';
 		if (write(to_hostile, &cmd, 1) != 1)
 			return fail("victim", "pipe to the hostile process");
-		fd_set fds;
-		FD_ZERO(&fds);
-		FD_SET(from_hostile, &fds);
-		struct timeval tv = {(time_t)(10 * mult), 0};
-		while (select(from_hostile + 1, &fds, NULL, NULL, &tv) > 0 &&
-		       read(from_hostile, &cmd, 1) > 0)
-			;
+		wait_hostile(from_hostile, true);
 		unsigned before = atomic_load(&ep->drained);
 		double after_until = now_s() + 1.5;
 		int more = 0;
@@ -425,31 +438,13 @@ static int victim(int to_hostile, int from_hostile)
 		       "when it had left, %u at the end\n", more, STREAM_MSGS, drained, before,
 		       atomic_load(&ep->drained));
 		fflush(stdout);
-		net_close_send(sc);
-		net_close_recv(rc);
-		net_close_send(sc2);
-		net_close_recv(rc2);
-		net_close_listen(lcomm);
-		net_finalize(ctx);
-		return 0;
+	} else {
+		char quiet = 's';
+		if (write(to_hostile, &quiet, 1) == 1) {
+			wait_hostile(from_hostile, false);
+			usleep(500000); /* the drain's next walks take what is left */
+		}
 	}
-	/* The hostile process stops forging and waits for its forgeries to be
-	 * taken before it leaves, so that the drain meets connections that
-	 * still live (HOSTILE_ABRUPT covers the other way). */
-	char quiet = 's';
-	if (write(to_hostile, &quiet, 1) == 1) {
-		fd_set fds;
-		FD_ZERO(&fds);
-		FD_SET(from_hostile, &fds);
-		struct timeval tv = {(time_t)(10 * mult), 0};
-		if (select(from_hostile + 1, &fds, NULL, NULL, &tv) > 0)
-			(void)!read(from_hostile, &quiet, 1);
-		usleep(500000); /* the drain's next walks take what is left */
-	}
-	/* The hostile process stays, progressing, until the victim has
-	 * finalized: a connection that closes under rxm 1.17 while its
-	 * segmented forgeries are still arriving would crash the victim's last
-	 * CQ reads, the bug above again. */
 	net_close_send(sc);
 	net_close_recv(rc);
 	net_close_send(sc2);
