@@ -383,9 +383,13 @@ void proto_comm_retire(struct proto_comm *c)
 	}
 	if (busy > 0)
 		LOG_WARN(NCCL_NET,
-			 "closing a connection: %d operation(s) still use NCCL's buffers after %d s "
-			 "(the peer stopped making progress); freeing those buffers now may fault",
-			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
+			 "closing the connection %s %s: %d operation(s) still use NCCL's buffers "
+			 "after %d s: the peer stopped taking data. libfabric cannot withdraw them; "
+			 "once NCCL frees those buffers the provider may fail them part way and the "
+			 "link between these two processes may not recover (README, known limits): "
+			 "end the peer's process too",
+			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?", busy,
+			 (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
 	/* a receiver that closes later learns here how many pieces to wait for */
 	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 &&
 	    atomic_load(&container_of(c, struct proto_send, c)->written))
