@@ -79,6 +79,55 @@ static int buf_ready(ck_t *ck, void *sc, void *rc, size_t len, fh_buf_t *b)
 	return fh_oob_barrier(ck->r) ? FH_FAIL : FH_OK;
 }
 
+/* A connection from rank 0 to rank 1 and a registered buffer of len bytes
+ * on each end (buf_ready). */
+static int link_with_buffer(ck_t *ck, void **sc, void **rc, size_t len, fh_buf_t *b)
+{
+	if (link_0to1(ck, sc, rc))
+		return FH_FAIL;
+	return buf_ready(ck, *sc, *rc, len, b);
+}
+
+/* Posts a receive of len bytes into b and tests it for `secs`: its
+ * clear-to-send goes out and the sender's data starts to flow. *done says
+ * whether it already completed. */
+static int recv_started(ck_t *ck, void *rc, fh_buf_t *b, size_t len, double secs, void **req,
+			int *done)
+{
+	void *data[1] = {b->ptr};
+	size_t sz[1] = {len};
+	int tags[1] = {CK_TAG};
+	void *mhs[1] = {b->mh};
+	*req = NULL;
+	*done = 0;
+	if (ck_ok(ck, fh_net_irecv(ck->net, rc, 1, data, sz, tags, mhs, req), "irecv()") || !*req)
+		return fh_fail(ck->r, "irecv() gave no request");
+	int size = -1;
+	double until = fh_now() + secs;
+	while (!*done && fh_now() < until)
+		if (ck_ok(ck, fh_net_test(ck->net, *req, done, &size), "test()"))
+			return FH_FAIL;
+	return FH_OK;
+}
+
+/* isend of len bytes from b, retried until the receiver's clear-to-send
+ * lets it post (within the death bound). */
+static int send_posted(ck_t *ck, void *sc, fh_buf_t *b, size_t len, void **req)
+{
+	double until = fh_now() + CK_DEATH_BOUND_S * ck->r->timeout_mult;
+	unsigned idle = 0;
+	*req = NULL;
+	while (!*req) {
+		if (ck_ok(ck, fh_net_isend(ck->net, sc, b->ptr, len, CK_TAG, b->mh, req), "isend()"))
+			return FH_FAIL;
+		if (!*req && fh_now() > until)
+			return fh_fail(ck->r, "isend() of %zu bytes got no clear-to-send", len);
+		if (!*req)
+			fh_relax(&idle);
+	}
+	return FH_OK;
+}
+
 /* What a survivor does: rank 0 sends a message that waits for its
  * clear-to-send, rank 1 posts a receive; each must end with an error and a
  * WARN within the bound, and the broken connection must close. */
@@ -177,11 +226,9 @@ static int ck_peer_death(ck_t *ck)
 	 * included, where a send into a dead process's queue completes. */
 	int victim = ck->c->arg == 0 ? 0 : 1;
 	void *sc = NULL, *rc = NULL;
-	if (link_0to1(ck, &sc, &rc))
-		return FH_FAIL;
 	size_t len = ck_cap(ck, ck->c->arg == 0 ? 64 * KiB : 1 * MiB);
 	fh_buf_t b;
-	if (buf_ready(ck, sc, rc, len, &b))
+	if (link_with_buffer(ck, &sc, &rc, len, &b))
 		return FH_FAIL;
 	if (me == victim) {
 		fh_stage(r, "dying without closing anything");
@@ -202,17 +249,9 @@ static int ck_peer_death_mid_recv_side(ck_t *ck, void *sc, void *rc, fh_buf_t *b
 		return ck_expect_peer_error_or(ck, sc, rc, b, len, "the receiver died mid-transfer",
 					       "the provider had moved it all before the death");
 	void *req = NULL;
-	void *data[1] = {b->ptr};
-	size_t sz[1] = {len};
-	int tags[1] = {CK_TAG};
-	void *mhs[1] = {b->mh};
-	if (ck_ok(ck, fh_net_irecv(ck->net, rc, 1, data, sz, tags, mhs, &req), "irecv()") || !req)
-		return fh_fail(r, "irecv() gave no request");
-	int done = 0, size = -1;
-	double until = fh_now() + 0.005; /* the sender's data starts to flow */
-	while (!done && fh_now() < until)
-		if (ck_ok(ck, fh_net_test(ck->net, req, &done, &size), "test()"))
-			return FH_FAIL;
+	int done = 0;
+	if (recv_started(ck, rc, b, len, 0.005, &req, &done))
+		return FH_FAIL;
 	fh_stage(r, "dying %s a receive of %zu bytes", done ? "after" : "in the middle of", len);
 	fh_rank_die(r, "died on purpose");
 	return FH_FAIL;
@@ -226,11 +265,9 @@ static int ck_peer_death_mid(ck_t *ck)
 	fh_rank_t *r = ck->r;
 	int me = r->rank;
 	void *sc = NULL, *rc = NULL;
-	if (link_0to1(ck, &sc, &rc))
-		return FH_FAIL;
 	size_t len = ck_cap(ck, 256 * MiB);
 	fh_buf_t b;
-	if (buf_ready(ck, sc, rc, len, &b))
+	if (link_with_buffer(ck, &sc, &rc, len, &b))
 		return FH_FAIL;
 	if (ck->c->arg == 1)
 		return ck_peer_death_mid_recv_side(ck, sc, rc, &b, len);
@@ -239,16 +276,8 @@ static int ck_peer_death_mid(ck_t *ck)
 					       "the provider had moved it all before the death");
 	ck_buf_fill_pattern(&b, len);
 	void *req = NULL;
-	double until = fh_now() + CK_DEATH_BOUND_S * r->timeout_mult;
-	unsigned idle = 0;
-	while (!req) { /* the receiver's clear-to-send */
-		if (ck_ok(ck, fh_net_isend(ck->net, sc, b.ptr, len, CK_TAG, b.mh, &req), "isend()"))
-			return FH_FAIL;
-		if (!req && fh_now() > until)
-			return fh_fail(r, "isend() of %zu bytes got no clear-to-send", len);
-		if (!req)
-			fh_relax(&idle);
-	}
+	if (send_posted(ck, sc, &b, len, &req))
+		return FH_FAIL;
 	int done = 0, size = -1;
 	for (int i = 0; i < 3 && !done; i++) /* a few steps: part of the data is on its way */
 		if (ck_ok(ck, fh_net_test(ck->net, req, &done, &size), "test()"))
@@ -600,27 +629,15 @@ static int ck_peer_stall_close(ck_t *ck)
 	fh_net_t *net = ck->net;
 	int me = r->rank;
 	void *sc = NULL, *rc = NULL;
-	if (link_0to1(ck, &sc, &rc))
-		return FH_FAIL;
 	size_t len = ck_cap(ck, 64 * MiB);
 	fh_buf_t b;
-	if (buf_ready(ck, sc, rc, len, &b))
+	if (link_with_buffer(ck, &sc, &rc, len, &b))
 		return FH_FAIL;
 	double bound = CK_DEATH_BOUND_S * r->timeout_mult;
 	void *req = NULL;
 	int done = 0, size = -1;
 	if (me == 1) {
-		void *data[1] = {b.ptr};
-		size_t sz[1] = {len};
-		int tags[1] = {CK_TAG};
-		void *mhs[1] = {b.mh};
-		if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mhs, &req), "irecv()") || !req)
-			return fh_fail(r, "irecv() gave no request");
-		double until = fh_now() + 0.05; /* the clear-to-send goes out, data flows */
-		while (!done && fh_now() < until)
-			if (ck_ok(ck, fh_net_test(net, req, &done, &size), "test()"))
-				return FH_FAIL;
-		if (fh_oob_barrier(r))
+		if (recv_started(ck, rc, &b, len, 0.05, &req, &done) || fh_oob_barrier(r))
 			return FH_FAIL;
 		fh_stage(r, "stopped for %d s with a receive of %zu bytes under way", CK_STALL_S, len);
 		pid_t self = getpid(), helper = fork();
@@ -648,20 +665,10 @@ static int ck_peer_stall_close(ck_t *ck)
 		fh_buf_free(&b);
 	} else {
 		ck_buf_fill_pattern(&b, len);
-		double until = fh_now() + bound;
-		unsigned idle = 0;
-		while (!req) { /* the receiver's clear-to-send */
-			if (ck_ok(ck, fh_net_isend(net, sc, b.ptr, len, CK_TAG, b.mh, &req), "isend()"))
-				return FH_FAIL;
-			if (!req && fh_now() > until)
-				return fh_fail(r, "isend() of %zu bytes got no clear-to-send", len);
-			if (!req)
-				fh_relax(&idle);
-		}
-		if (fh_oob_barrier(r))
+		if (send_posted(ck, sc, &b, len, &req) || fh_oob_barrier(r))
 			return FH_FAIL;
 		/* the receiver stops now: push until the provider holds what it cannot send */
-		until = fh_now() + 0.5;
+		double until = fh_now() + 0.5;
 		while (!done && fh_now() < until)
 			if (ck_ok(ck, fh_net_test(net, req, &done, &size), "test()"))
 				return FH_FAIL;
