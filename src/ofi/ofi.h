@@ -473,6 +473,34 @@ int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *o
  * provider; tcp and others learn of a dead peer from their own errors. */
 bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer);
 
+/* ---- a peer's TCP connections, reset by the kernel (ofi_sock.c) ---- */
+
+#define OFI_SOCK_ARM_MAX 16
+struct ofi_sock_armed {
+	int n;
+	struct {
+		int fd;
+		ino_t ino;
+	} s[OFI_SOCK_ARM_MAX];
+};
+/* Providers over TCP sockets (traits.tcp_sockets): sets TCP_USER_TIMEOUT on
+ * this process's sockets with bytes waiting to leave between our endpoint
+ * (self_name) and the peer's, so that the kernel resets those connections
+ * if nothing of it is acknowledged for timeout_ms. Names are FI_SOCKADDR_IN
+ * or _IN6. Returns how many sockets it armed (recorded in armed) or a
+ * negative code. */
+int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
+		 size_t peer_len, unsigned timeout_ms, struct ofi_sock_armed *armed);
+/* Lets go of the sockets ofi_sock_arm armed; the last holder of a socket
+ * still open puts back the value it had. */
+void ofi_sock_disarm(struct ofi_sock_armed *armed);
+/* How many of the armed sockets are still open (the provider closes a
+ * connection's socket once it dropped the connection). */
+int ofi_sock_open(const struct ofi_sock_armed *armed);
+/* ofi_sock_arm between this endpoint and an inserted peer. */
+int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms,
+			  struct ofi_sock_armed *armed);
+
 /* ---- peer addresses from the wire (ofi_addr.c; pure, unit-tested) ---- */
 
 /* 0 when len bytes at addr can be an address of addr_format (socket family and

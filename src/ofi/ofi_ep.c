@@ -405,6 +405,23 @@ bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer)
 	return pid && ofi_shm_gone(pid, start);
 }
 
+int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms,
+			  struct ofi_sock_armed *armed)
+{
+	unsigned char name[OFI_ADDR_MAX];
+	size_t len = 0;
+	pthread_mutex_lock(&ep->lock);
+	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
+	if (pa) {
+		len = pa->len;
+		memcpy(name, pa->bytes, len);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	if (!len)
+		return -FI_ENOENT;
+	return ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
+}
+
 void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent)
 {
 	pthread_mutex_lock(&ep->lock);

@@ -38,10 +38,14 @@
  * CQ error sign    shm                 1.17 (2.1 is    all    func.check.shm.full
  *                                      positive)              (send-larger cases)
  * remote write     shm                 2.1             all    func.check.shm.rma on 2.1
- * no RMA writes   tcp;ofi_rxm         before 2.0      trait  unit.traits; func.check.tcp.rails
- *   by default                         (seen on 1.17)         .faults (close-reconnect: a write
- *                                                             never completed while both ends
- *                                                             progressed; its close gave up)
+ * no RMA writes   tcp;ofi_rxm         1.17, 2.1       trait  unit.traits; func.check.tcp.rails
+ *   by default                                                .faults on 1.17 (close-reconnect:
+ *                                                             a write never completed while
+ *                                                             both ends progressed; its close
+ *                                                             gave up); func.check.rxm.faults
+ *                                                             on 2.1 (peer-death/mid-recv:
+ *                                                             the receiver crashed in
+ *                                                             rxm_handle_comp_error)
  * one rail (auto)  all but native tcp  all             trait  unit.traits; the GPU run of
  *                  and sockets                                2026-12-03 (rxm with 4 rails:
  *                                                             all_reduce 128 KiB 0.9-2.2 ms
@@ -62,6 +66,11 @@
  * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
  *   follow a       core)               (seen on 1.17)         .{tcp,rxm}.abrupt (crashed the
  *   closed conn.                                              victim in 6 of 6 runs)
+ * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  func.check.{tcp,rxm}.stall
+ *   teardown       (tcp_sockets)                              (limit/stall-close: the resumed
+ *                                                             receiver crashed, or the two
+ *                                                             processes could not connect
+ *                                                             again)
  *
  * serialize: shm loses messages when one thread posts while another reads
  *   the same endpoint's completions, though it claims FI_THREAD_SAFE; NCCL's
@@ -146,6 +155,14 @@
  *   leaves nothing of that kind for NCCL's own receive (messages above it
  *   wait for the CTS, whose receive is posted before they arrive). Setting
  *   NCCL_FABRIC_EAGER_MAX above it brings the risk back.
+ * no per-peer teardown: nothing withdraws a send or RMA write started to one
+ *   peer (fi_cancel does not; fi_av_remove keeps native tcp's connection,
+ *   and rxm's only with FI_AV_REMOVE_CLEANUP, which frees connections that
+ *   unexpected packets point at). A close whose peer stopped taking data
+ *   returned with the provider holding NCCL's buffer; once NCCL freed it the
+ *   provider failed the write with EFAULT part way through its message and
+ *   went on with the next one, so the stream went out of step. Over TCP
+ *   sockets the kernel resets the connection instead (ofi/ofi_sock.c).
  */
 #include "policy/policy_traits.h"
 
@@ -175,6 +192,7 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 				   info->fabric_attr->prov_name : "";
 	out->serialize = name_is(prov, "shm");
 	out->stream = core_is(prov, "tcp") || core_is(prov, "sockets");
+	out->tcp_sockets = core_is(prov, "tcp");
 	size_t inject = info && info->tx_attr ? info->tx_attr->inject_size : 0;
 	out->eager_default = out->stream ? POLICY_STREAM_EAGER : inject;
 	int mr_mode = info && info->domain_attr ? info->domain_attr->mr_mode : 0;
@@ -205,7 +223,10 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 			    is_rxm ?
 				    "tcp;ofi_rxm: its endpoints delay each other's mid-size messages "
 				    "by milliseconds" : NULL;
-	out->no_write_why = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 0) ?
+	out->no_write_why = !name_is(prov, "tcp;ofi_rxm") ? NULL :
+			    fi_version < FI_VERSION(2, 0) ?
 				    "tcp;ofi_rxm before libfabric 2.0: an RMA write to a receiver that "
-				    "closes may never complete" : NULL;
+				    "closes may never complete" :
+				    "tcp;ofi_rxm: a receiver whose sender dies during an RMA write "
+				    "crashes in libfabric (rxm_handle_comp_error)";
 }

@@ -57,6 +57,12 @@ struct policy_traits {
 	 * that no message the plugin sends before its receive is posted is of
 	 * that kind. */
 	size_t whole_max;
+	/* The provider moves data over TCP sockets (native tcp, rxm over tcp).
+	 * libfabric cannot withdraw an operation it started to one peer; a
+	 * close whose peer stopped taking data has the kernel reset that peer's
+	 * connections instead (ofi/ofi_sock.c), so the provider lets go of
+	 * NCCL's buffers before close returns. */
+	bool tcp_sockets;
 	/* NCCL_FABRIC_RAILS=auto may open several rails: NULL, or why it opens
 	 * one (the NIC moves the bytes, or the provider's endpoints stall each
 	 * other). */

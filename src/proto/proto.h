@@ -56,6 +56,11 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
+/* After that, over TCP sockets: how long the kernel lets the peer's
+ * connection go unacknowledged before resetting it (TCP_USER_TIMEOUT), and
+ * how long close then waits for the provider's failed completions. */
+#define PROTO_RESET_TIMEOUT_MS 1000u
+#define PROTO_RESET_WAIT_NS (4ULL * 1000000000ULL)
 /* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before
  * connect fails: the listener's endpoint answers within its idle-read
  * interval, so silence means nothing listens at that address (a stale or

@@ -340,6 +340,40 @@ static void recv_wait_stopped(struct proto_recv *r)
 	}
 }
 
+/* The peer's address on each of the comm's rails. */
+static fi_addr_t comm_peer(const struct proto_comm *c, int k)
+{
+	if (c->kind == PROTO_SEND)
+		return container_of(c, struct proto_send, c)->peer[k];
+	return container_of(c, struct proto_recv, c)->peer[k];
+}
+
+/* Over TCP sockets: has the kernel reset the comm's connections to its peer
+ * if nothing of them is acknowledged for timeout_ms (ofi_sock.c). Returns
+ * how many sockets it armed, recorded in armed (one per rail). */
+static int comm_arm_reset(struct proto_comm *c, unsigned timeout_ms,
+			  struct ofi_sock_armed armed[PROTO_MAX_RAILS])
+{
+	int n = 0;
+	for (int k = 0; k < c->nrails; k++) {
+		int rc = ofi_ep_peer_arm_reset(c->rails[k], comm_peer(c, k), timeout_ms, &armed[k]);
+		n += rc > 0 ? rc : 0;
+	}
+	return n;
+}
+
+/* Whether every socket armed for the reset is closed: the provider dropped
+ * those connections, and nothing moves through them any more. */
+static bool comm_reset_done(const struct ofi_sock_armed armed[PROTO_MAX_RAILS], int nrails)
+{
+	int open = 0, any = 0;
+	for (int k = 0; k < nrails; k++) {
+		any += armed[k].n;
+		open += ofi_sock_open(&armed[k]);
+	}
+	return any && !open;
+}
+
 void proto_comm_retire(struct proto_comm *c)
 {
 	if (!c)
@@ -375,11 +409,49 @@ void proto_comm_retire(struct proto_comm *c)
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
 	 * complete at once and are re-posted into the sink. */
+	struct ofi_sock_armed armed[PROTO_MAX_RAILS] = {0};
+	bool tcp = c->dev->dom->traits.tcp_sockets;
+	int narmed = tcp && comm_user_ops(c) > 0 ?
+			     comm_arm_reset(c, (unsigned)(PROTO_CLOSE_WAIT_NS / 1000000ULL), armed) : 0;
 	uint64_t deadline = util_now_ns() + PROTO_CLOSE_WAIT_NS;
 	int busy;
-	while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline) {
-		if (proto_comm_progress_all(c) <= 0)
-			sched_yield();
+	bool reset = false;
+	for (int phase = 0; phase < 2; phase++) {
+		while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline &&
+		       !(reset = comm_reset_done(armed, c->nrails))) {
+			if (proto_comm_progress_all(c) <= 0)
+				sched_yield();
+		}
+		if (busy == 0 || reset || !tcp || phase == 1)
+			break;
+		/* the peer still takes nothing: its connections are reset at once
+		 * (the armed ones when the kernel's probes next find the window shut) */
+		for (int k = 0; k < c->nrails; k++)
+			ofi_sock_disarm(&armed[k]);
+		narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, armed);
+		if (!narmed)
+			break;
+		LOG_WARN(NCCL_NET,
+			 "closing the connection %s %s: %d operation(s) on NCCL's buffers made no "
+			 "progress for %d s: the peer takes no data. Resetting its TCP connection(s) "
+			 "(%d socket(s), TCP_USER_TIMEOUT %u ms) so that the provider lets go of them; "
+			 "this process's other connections to it fail too",
+			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
+			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL), narmed,
+			 PROTO_RESET_TIMEOUT_MS);
+		deadline = util_now_ns() + PROTO_RESET_WAIT_NS;
+	}
+	for (int k = 0; k < c->nrails; k++)
+		ofi_sock_disarm(&armed[k]);
+	if (busy > 0 && reset) {
+		/* (what the provider dropped with the connection may never complete:
+		 * the comm stays a zombie, its memory kept) */
+		LOG_WARN(NCCL_NET,
+			 "closing the connection %s %s: the peer took no data; its TCP connection "
+			 "was reset, and the provider no longer uses NCCL's buffers (%d operation(s) "
+			 "dropped with it)",
+			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?", busy);
+		busy = 0;
 	}
 	if (busy > 0)
 		LOG_WARN(NCCL_NET,

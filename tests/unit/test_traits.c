@@ -215,15 +215,34 @@ static int test_one_rail(void)
 	return 0;
 }
 
-/* RMA writes by default everywhere but tcp;ofi_rxm before 2.0. */
+/* RMA writes by default everywhere but tcp;ofi_rxm, each version with its
+ * own reason. */
 static int test_no_write(void)
 {
-	CHECK(traits_of("tcp;ofi_rxm", 64, 0, V117).no_write_why != NULL);
+	const char *w = traits_of("tcp;ofi_rxm", 64, 0, V117).no_write_why;
+	CHECK(w && strstr(w, "never complete"));
 	for (int k = 0; k < NVERSIONS; k++) {
 		CHECK(traits_of("tcp", 64, 0, versions[k]).no_write_why == NULL);
 		CHECK(traits_of("shm", 4096, 0, versions[k]).no_write_why == NULL);
+		CHECK(traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).no_write_why == NULL);
+		w = traits_of("tcp;ofi_rxm", 64, 0, versions[k]).no_write_why;
+		CHECK(w != NULL);
 		if (versions[k] >= FI_VERSION(2, 0))
-			CHECK(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).no_write_why == NULL);
+			CHECK(strstr(w, "sender dies"));
+	}
+	return 0;
+}
+
+/* The per-peer reset by the kernel where the provider moves data over TCP
+ * sockets: native tcp and rxm over tcp; not shm, udp or rxm over verbs. */
+static int test_tcp_sockets(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK(traits_of("tcp", 64, 0, versions[k]).tcp_sockets);
+		CHECK(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).tcp_sockets);
+		CHECK(!traits_of("shm", 4096, 0, versions[k]).tcp_sockets);
+		CHECK(!traits_of("udp;ofi_rxd", 0, 0, versions[k]).tcp_sockets);
+		CHECK(!traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).tcp_sockets);
 	}
 	return 0;
 }
@@ -258,7 +277,8 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
 	TEST_ENTRY(test_whole_max, "rxm before 2.0: messages above its buffer are never received late"),
 	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
-	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm before 2.0"),
+	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm"),
+	TEST_ENTRY(test_tcp_sockets, "a peer's TCP connections reset at close: tcp cores only"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 

@@ -24,7 +24,6 @@ struct ck_opts {
 	char plugin[4096];
 	size_t max_size; /* cap on message sizes (--max-size), SIZE_MAX if none */
 	int quick;
-	int limits; /* --limits: run the cases that show a known limit (skipped otherwise) */
 	uint64_t seed;
 	int dev;
 };

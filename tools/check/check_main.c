@@ -142,8 +142,6 @@ static void ck_usage(FILE *f)
 		"                     when unset\n"
 		"  --max-size BYTES   cap message sizes (suffixes K, M, G); larger cases SKIP\n"
 		"  --quick            fewer messages and rounds; no size above 16 MiB\n"
-		"  --limits           also run the limit/* cases, which show a known limit of the\n"
-		"                     providers (README, known limits): they fail there\n"
 		"  --seed N           seed for random sizes and patterns (default: random)\n"
 		"  --dev N            device to test (default 0)\n\n"
 		"Environment: NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER scales every timeout;\n"
@@ -246,7 +244,7 @@ int main(int argc, char **argv)
 	o.max_size = SIZE_MAX;
 
 	enum { O_PLUGIN = 256, O_PROVIDER, O_VERSIONS, O_CASE, O_LIST, O_LOOPBACK, O_MAXSIZE,
-	       O_QUICK, O_LIMITS, O_SEED, O_DEV, O_HELP };
+	       O_QUICK, O_SEED, O_DEV, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -256,7 +254,6 @@ int main(int argc, char **argv)
 		{"loopback", no_argument, NULL, O_LOOPBACK},
 		{"max-size", required_argument, NULL, O_MAXSIZE},
 		{"quick", no_argument, NULL, O_QUICK},
-		{"limits", no_argument, NULL, O_LIMITS},
 		{"seed", required_argument, NULL, O_SEED},
 		{"dev", required_argument, NULL, O_DEV},
 		{"help", no_argument, NULL, O_HELP},
@@ -288,7 +285,6 @@ int main(int argc, char **argv)
 			}
 			break;
 		case O_QUICK: o.quick = 1; break;
-		case O_LIMITS: o.limits = 1; break;
 		case O_SEED:
 			o.seed = strtoull(optarg, NULL, 0);
 			seed_set = 1;

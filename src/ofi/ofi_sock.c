@@ -1,0 +1,212 @@
+/*
+ * ofi_sock.c - a per-peer reset for providers that move data over TCP sockets
+ * (native tcp, rxm over tcp). libfabric cannot withdraw a send or RMA write
+ * it has started to one peer: fi_cancel leaves them, and fi_av_remove leaves
+ * native tcp's connection up (rxm tears it down only with the process-wide
+ * FI_AV_REMOVE_CLEANUP, which then frees what unexpected messages point at).
+ * A close whose peer stopped taking data would otherwise return with the
+ * provider still holding NCCL's buffer, and once NCCL frees it the provider
+ * fails the write part way through its message: the stream goes out of step.
+ *
+ * The kernel can end such a connection cleanly: TCP_USER_TIMEOUT aborts a
+ * socket whose data stays unacknowledged, or unsent behind a zero window,
+ * that long, and resets the peer. The provider then sees the error it sees
+ * when a peer dies, fails everything queued on that connection, and connects
+ * again when next used. The sockets are found under /proc/self/fd: those
+ * with bytes waiting to leave (SIOCOUTQ) that either lead to the peer's
+ * endpoint address or were accepted on ours from the peer's host. Arming
+ * one never hurts a connection that moves: the timer fires only while
+ * nothing is acknowledged. Closes in several threads may arm one socket:
+ * the process keeps one table of armed sockets, and the last disarm puts
+ * back the value the socket had before the first.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/sockios.h>
+
+#include "ofi/ofi.h"
+
+/* An endpoint name of FI_SOCKADDR_IN or _IN6 as a socket address, or false. */
+static bool name_to_sa(const void *name, size_t len, struct sockaddr_storage *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	if (len >= sizeof(struct sockaddr_in6) &&
+	    ((const struct sockaddr *)name)->sa_family == AF_INET6) {
+		memcpy(sa, name, sizeof(struct sockaddr_in6));
+		return true;
+	}
+	if (len >= sizeof(struct sockaddr_in) &&
+	    ((const struct sockaddr *)name)->sa_family == AF_INET) {
+		memcpy(sa, name, sizeof(struct sockaddr_in));
+		return true;
+	}
+	return false;
+}
+
+/* Same host (and port, when with_port). */
+static bool sa_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b,
+		     bool with_port)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_addr.s_addr == y->sin_addr.s_addr &&
+		       (!with_port || x->sin_port == y->sin_port);
+	}
+	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+	return !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) &&
+	       (!with_port || x->sin6_port == y->sin6_port);
+}
+
+/* Whether fd is a TCP socket with bytes waiting to leave, between our
+ * endpoint (self) and the peer's. */
+static bool sock_leads_to(int fd, const struct sockaddr_storage *self,
+			  const struct sockaddr_storage *peer)
+{
+	int type = 0;
+	socklen_t tl = sizeof(type);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM)
+		return false;
+	struct sockaddr_storage local, remote;
+	socklen_t ll = sizeof(local), rl = sizeof(remote);
+	if (getsockname(fd, (struct sockaddr *)&local, &ll) ||
+	    getpeername(fd, (struct sockaddr *)&remote, &rl))
+		return false;
+	if (local.ss_family != peer->ss_family)
+		return false;
+	int outq = 0;
+	if (ioctl(fd, SIOCOUTQ, &outq) || outq <= 0)
+		return false;
+	/* ours to the peer's endpoint, or the peer's, accepted on our endpoint */
+	return sa_equal(&remote, peer, true) ||
+	       (sa_equal(&local, self, true) && sa_equal(&remote, peer, false));
+}
+
+/* Every socket armed in this process: closes in several threads may arm
+ * the same one, and only the last to let go puts its old value back. */
+#define SOCK_TABLE 64
+static struct {
+	int fd;
+	ino_t ino;
+	int orig;  /* TCP_USER_TIMEOUT before the first arm */
+	int refs;
+} sock_table[SOCK_TABLE];
+static pthread_mutex_t sock_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool fd_is(int fd, ino_t ino)
+{
+	struct stat st;
+	return !fstat(fd, &st) && st.st_ino == ino;
+}
+
+/* Arms fd (inode ino) under sock_lock; true when it is armed and counted. */
+static bool arm_locked(int fd, ino_t ino, unsigned timeout_ms)
+{
+	int slot = -1, free_slot = -1;
+	for (int i = 0; i < SOCK_TABLE; i++) {
+		if (sock_table[i].refs && sock_table[i].fd == fd && sock_table[i].ino == ino)
+			slot = i;
+		else if (!sock_table[i].refs && free_slot < 0)
+			free_slot = i;
+	}
+	int orig = 0;
+	if (slot < 0) {
+		socklen_t len = sizeof(orig);
+		if (free_slot < 0 || getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &orig, &len))
+			return false;
+	}
+	if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms)))
+		return false;
+	/* the provider may have closed it meanwhile and the number been reused:
+	 * then the option goes back at once */
+	if (!fd_is(fd, ino)) {
+		if (slot < 0)
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &orig, sizeof(orig));
+		return false;
+	}
+	if (slot < 0) {
+		slot = free_slot;
+		sock_table[slot].fd = fd;
+		sock_table[slot].ino = ino;
+		sock_table[slot].orig = orig;
+	}
+	sock_table[slot].refs++;
+	return true;
+}
+
+static void disarm_locked(int fd, ino_t ino)
+{
+	for (int i = 0; i < SOCK_TABLE; i++) {
+		if (!sock_table[i].refs || sock_table[i].fd != fd || sock_table[i].ino != ino)
+			continue;
+		/* gone (the reset closed it) or another file by now: nothing to undo */
+		if (--sock_table[i].refs == 0 && fd_is(fd, ino))
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &sock_table[i].orig,
+					 sizeof(sock_table[i].orig));
+		return;
+	}
+}
+
+int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
+		 size_t peer_len, unsigned timeout_ms, struct ofi_sock_armed *armed)
+{
+	struct sockaddr_storage self, peer;
+	if (!name_to_sa(self_name, self_len, &self) || !name_to_sa(peer_name, peer_len, &peer))
+		return -FI_EINVAL;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -errno;
+	int dfd = dirfd(d);
+	struct dirent *e;
+	pthread_mutex_lock(&sock_lock);
+	while ((e = readdir(d)) && armed->n < OFI_SOCK_ARM_MAX) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (*end || end == e->d_name || fd == dfd || fd < 0)
+			continue;
+		struct stat st;
+		if (fstat((int)fd, &st) || !S_ISSOCK(st.st_mode) ||
+		    !sock_leads_to((int)fd, &self, &peer))
+			continue;
+		bool known = false;
+		for (int i = 0; i < armed->n && !known; i++)
+			known = armed->s[i].fd == (int)fd && armed->s[i].ino == st.st_ino;
+		if (known || !arm_locked((int)fd, st.st_ino, timeout_ms))
+			continue;
+		armed->s[armed->n].fd = (int)fd;
+		armed->s[armed->n].ino = st.st_ino;
+		armed->n++;
+	}
+	pthread_mutex_unlock(&sock_lock);
+	closedir(d);
+	return armed->n;
+}
+
+void ofi_sock_disarm(struct ofi_sock_armed *armed)
+{
+	pthread_mutex_lock(&sock_lock);
+	for (int i = 0; i < armed->n; i++)
+		disarm_locked(armed->s[i].fd, armed->s[i].ino);
+	pthread_mutex_unlock(&sock_lock);
+	armed->n = 0;
+}
+
+int ofi_sock_open(const struct ofi_sock_armed *armed)
+{
+	int n = 0;
+	for (int i = 0; i < armed->n; i++)
+		n += fd_is(armed->s[i].fd, armed->s[i].ino);
+	return n;
+}
