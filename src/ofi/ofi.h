@@ -481,6 +481,8 @@ struct ofi_sock_armed {
 	struct {
 		int fd;
 		ino_t ino;
+		bool table; /* armed: counted in the process's table */
+		bool shut;  /* shut down by ofi_sock_shut */
 	} s[OFI_SOCK_ARM_MAX];
 };
 /* Providers over TCP sockets (traits.tcp_sockets): sets TCP_USER_TIMEOUT on
@@ -488,17 +490,25 @@ struct ofi_sock_armed {
  * (self_name) and the peer's, so that the kernel resets those connections
  * if nothing of it is acknowledged for timeout_ms. Names are FI_SOCKADDR_IN
  * or _IN6. Returns how many sockets it armed (recorded in armed) or a
- * negative code. */
+ * negative code; called again with the same record, it also sets the new
+ * timeout on the sockets armed before. */
 int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
 		 size_t peer_len, unsigned timeout_ms, struct ofi_sock_armed *armed);
 /* Lets go of the sockets ofi_sock_arm armed; the last holder of a socket
  * still open puts back the value it had. */
 void ofi_sock_disarm(struct ofi_sock_armed *armed);
-/* How many of the armed sockets are still open (the provider closes a
- * connection's socket once it dropped the connection). */
-int ofi_sock_open(const struct ofi_sock_armed *armed);
-/* ofi_sock_arm between this endpoint and an inserted peer. */
-int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms,
+/* Shuts down (SHUT_RDWR) this process's TCP sockets connected to the
+ * peer's endpoint address itself, whatever they hold: the provider then
+ * drops that connection as when a peer leaves. Only sockets whose remote
+ * address is the peer's name: one accepted from its host may be another
+ * process's. Recorded in armed; returns how many, or a negative code. */
+int ofi_sock_shut(const void *peer_name, size_t peer_len, struct ofi_sock_armed *armed);
+/* How many of the recorded sockets still carry their connection: neither
+ * reset by the kernel, shut down, nor closed by the provider. */
+int ofi_sock_live(const struct ofi_sock_armed *armed);
+/* ofi_sock_arm between this endpoint and an inserted peer; with shut, also
+ * ofi_sock_shut of the connection to its endpoint address. */
+int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms, bool shut,
 			  struct ofi_sock_armed *armed);
 
 /* ---- peer addresses from the wire (ofi_addr.c; pure, unit-tested) ---- */

@@ -405,7 +405,7 @@ bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer)
 	return pid && ofi_shm_gone(pid, start);
 }
 
-int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms,
+int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms, bool shut,
 			  struct ofi_sock_armed *armed)
 {
 	unsigned char name[OFI_ADDR_MAX];
@@ -419,7 +419,12 @@ int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms
 	pthread_mutex_unlock(&ep->lock);
 	if (!len)
 		return -FI_ENOENT;
-	return ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
+	int n = ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
+	if (shut && n >= 0) {
+		int k = ofi_sock_shut(name, len, armed);
+		n = k > 0 ? armed->n : n;
+	}
+	return n;
 }
 
 void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent)

@@ -16,7 +16,10 @@
  * with bytes waiting to leave (SIOCOUTQ) that either lead to the peer's
  * endpoint address or were accepted on ours from the peer's host. Arming
  * one never hurts a connection that moves: the timer fires only while
- * nothing is acknowledged. Closes in several threads may arm one socket:
+ * nothing is acknowledged. A peer that stopped before asking for our data
+ * (a rendezvous) leaves nothing unacknowledged: then the connection to its
+ * endpoint address, which can be no one else's, is shut down
+ * (ofi_sock_shut). Closes in several threads may arm one socket:
  * the process keeps one table of armed sockets, and the last disarm puts
  * back the value the socket had before the first.
  */
@@ -183,10 +186,15 @@ int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
 		bool known = false;
 		for (int i = 0; i < armed->n && !known; i++)
 			known = armed->s[i].fd == (int)fd && armed->s[i].ino == st.st_ino;
+		if (known) /* armed by this holder before: the new timeout only */
+			(void)setsockopt((int)fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms,
+					 sizeof(timeout_ms));
 		if (known || !arm_locked((int)fd, st.st_ino, timeout_ms))
 			continue;
 		armed->s[armed->n].fd = (int)fd;
 		armed->s[armed->n].ino = st.st_ino;
+		armed->s[armed->n].shut = false;
+		armed->s[armed->n].table = true;
 		armed->n++;
 	}
 	pthread_mutex_unlock(&sock_lock);
@@ -198,15 +206,70 @@ void ofi_sock_disarm(struct ofi_sock_armed *armed)
 {
 	pthread_mutex_lock(&sock_lock);
 	for (int i = 0; i < armed->n; i++)
-		disarm_locked(armed->s[i].fd, armed->s[i].ino);
+		if (armed->s[i].table)
+			disarm_locked(armed->s[i].fd, armed->s[i].ino);
 	pthread_mutex_unlock(&sock_lock);
 	armed->n = 0;
 }
 
-int ofi_sock_open(const struct ofi_sock_armed *armed)
+int ofi_sock_shut(const void *peer_name, size_t peer_len, struct ofi_sock_armed *armed)
+{
+	struct sockaddr_storage peer;
+	if (!name_to_sa(peer_name, peer_len, &peer))
+		return -FI_EINVAL;
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -errno;
+	int dfd = dirfd(d), n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && armed->n < OFI_SOCK_ARM_MAX) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		struct stat st;
+		struct sockaddr_storage remote;
+		socklen_t rl = sizeof(remote);
+		int type = 0;
+		socklen_t tl = sizeof(type);
+		if (*end || end == e->d_name || fd == dfd || fd < 0 || fstat((int)fd, &st) ||
+		    !S_ISSOCK(st.st_mode) || getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) ||
+		    type != SOCK_STREAM || getpeername((int)fd, (struct sockaddr *)&remote, &rl) ||
+		    !sa_equal(&remote, &peer, true))
+			continue;
+		/* only the connection to the peer's own endpoint address: one
+		 * accepted from its host could be another process's */
+		if (shutdown((int)fd, SHUT_RDWR))
+			continue;
+		bool known = false;
+		for (int i = 0; i < armed->n; i++)
+			if (armed->s[i].fd == (int)fd && armed->s[i].ino == st.st_ino) {
+				armed->s[i].shut = true;
+				known = true;
+			}
+		if (!known) {
+			armed->s[armed->n].fd = (int)fd;
+			armed->s[armed->n].ino = st.st_ino;
+			armed->s[armed->n].shut = true;
+			armed->s[armed->n].table = false;
+			armed->n++;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int ofi_sock_live(const struct ofi_sock_armed *armed)
 {
 	int n = 0;
-	for (int i = 0; i < armed->n; i++)
-		n += fd_is(armed->s[i].fd, armed->s[i].ino);
+	for (int i = 0; i < armed->n; i++) {
+		if (armed->s[i].shut)
+			continue;
+		struct sockaddr_storage remote;
+		socklen_t len = sizeof(remote);
+		/* reset by the kernel: no longer connected, though the provider
+		 * may not have closed it yet */
+		n += fd_is(armed->s[i].fd, armed->s[i].ino) &&
+		     !getpeername(armed->s[i].fd, (struct sockaddr *)&remote, &len);
+	}
 	return n;
 }

@@ -56,9 +56,10 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
-/* After that, over TCP sockets: how long the kernel lets the peer's
- * connection go unacknowledged before resetting it (TCP_USER_TIMEOUT), and
- * how long close then waits for the provider's failed completions. */
+/* Over TCP sockets: how long the kernel lets the peer's connection go
+ * unacknowledged before resetting it (TCP_USER_TIMEOUT), during that wait
+ * and after it; and how long close then waits for the reset. */
+#define PROTO_RESET_ARM_MS 2000u
 #define PROTO_RESET_TIMEOUT_MS 1000u
 #define PROTO_RESET_WAIT_NS (4ULL * 1000000000ULL)
 /* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before

@@ -349,29 +349,31 @@ static fi_addr_t comm_peer(const struct proto_comm *c, int k)
 }
 
 /* Over TCP sockets: has the kernel reset the comm's connections to its peer
- * if nothing of them is acknowledged for timeout_ms (ofi_sock.c). Returns
- * how many sockets it armed, recorded in armed (one per rail). */
-static int comm_arm_reset(struct proto_comm *c, unsigned timeout_ms,
+ * if nothing of them is acknowledged for timeout_ms; with shut, also shuts
+ * down the connections to the peer's endpoint address (ofi_sock.c).
+ * Returns how many sockets it recorded in armed (one record per rail). */
+static int comm_arm_reset(struct proto_comm *c, unsigned timeout_ms, bool shut,
 			  struct ofi_sock_armed armed[PROTO_MAX_RAILS])
 {
 	int n = 0;
 	for (int k = 0; k < c->nrails; k++) {
-		int rc = ofi_ep_peer_arm_reset(c->rails[k], comm_peer(c, k), timeout_ms, &armed[k]);
+		int rc = ofi_ep_peer_arm_reset(c->rails[k], comm_peer(c, k), timeout_ms, shut,
+					       &armed[k]);
 		n += rc > 0 ? rc : 0;
 	}
 	return n;
 }
 
-/* Whether every socket armed for the reset is closed: the provider dropped
- * those connections, and nothing moves through them any more. */
+/* Whether every socket armed for the reset lost its connection: nothing
+ * moves through them any more. */
 static bool comm_reset_done(const struct ofi_sock_armed armed[PROTO_MAX_RAILS], int nrails)
 {
-	int open = 0, any = 0;
+	int live = 0, any = 0;
 	for (int k = 0; k < nrails; k++) {
 		any += armed[k].n;
-		open += ofi_sock_open(&armed[k]);
+		live += ofi_sock_live(&armed[k]);
 	}
-	return any && !open;
+	return any && !live;
 }
 
 void proto_comm_retire(struct proto_comm *c)
@@ -411,8 +413,7 @@ void proto_comm_retire(struct proto_comm *c)
 	 * complete at once and are re-posted into the sink. */
 	struct ofi_sock_armed armed[PROTO_MAX_RAILS] = {0};
 	bool tcp = c->dev->dom->traits.tcp_sockets;
-	int narmed = tcp && comm_user_ops(c) > 0 ?
-			     comm_arm_reset(c, (unsigned)(PROTO_CLOSE_WAIT_NS / 1000000ULL), armed) : 0;
+	int narmed = tcp && comm_user_ops(c) > 0 ? comm_arm_reset(c, PROTO_RESET_ARM_MS, false, armed) : 0;
 	uint64_t deadline = util_now_ns() + PROTO_CLOSE_WAIT_NS;
 	int busy;
 	bool reset = false;
@@ -424,17 +425,19 @@ void proto_comm_retire(struct proto_comm *c)
 		}
 		if (busy == 0 || reset || !tcp || phase == 1)
 			break;
-		/* the peer still takes nothing: its connections are reset at once
-		 * (the armed ones when the kernel's probes next find the window shut) */
-		for (int k = 0; k < c->nrails; k++)
-			ofi_sock_disarm(&armed[k]);
-		narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, armed);
+		/* the peer still takes nothing: the sockets armed so far and any
+		 * stuck since, with the shorter timeout (the kernel acts when its
+		 * probes next find the window shut), and the connection to its
+		 * endpoint address shut down (it may hold nothing unacknowledged:
+		 * a rendezvous the peer has not asked for yet) */
+		narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, true, armed);
 		if (!narmed)
 			break;
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: %d operation(s) on NCCL's buffers made no "
 			 "progress for %d s: the peer takes no data. Resetting its TCP connection(s) "
-			 "(%d socket(s), TCP_USER_TIMEOUT %u ms) so that the provider lets go of them; "
+			 "(%d socket(s): TCP_USER_TIMEOUT %u ms, or shut down) so that the provider "
+			 "lets go of them; "
 			 "this process's other connections to it fail too",
 			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
 			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL), narmed,
@@ -456,14 +459,13 @@ void proto_comm_retire(struct proto_comm *c)
 	if (busy > 0)
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: %d operation(s) still use NCCL's buffers "
-			 "after %d s: the peer stopped taking data. libfabric cannot withdraw them; "
-			 "once NCCL frees those buffers the provider may fail them part way and the "
-			 "link between these two processes may not recover (README, known limits): "
-			 "end the peer's process too",
+			 "after %d s: the peer stopped taking data. libfabric cannot withdraw them, "
+			 "so the provider may still use those buffers after NCCL frees them (README, "
+			 "known limits): end the peer's process too",
 			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?", busy,
 			 (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
 	/* a receiver that closes later learns here how many pieces to wait for */
-	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 &&
+	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 && !reset &&
 	    atomic_load(&container_of(c, struct proto_send, c)->written))
 		proto_send_stop(container_of(c, struct proto_send, c));
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)

@@ -102,7 +102,10 @@ static int test_arm_toward_peer(void)
 	CHECK_EQ(ofi_sock_arm(&self, sizeof(self), &p.lis_addr, sizeof(p.lis_addr), 700, &a), 1);
 	CHECK_EQ(a.s[0].fd, p.cli);
 	CHECK_EQ(user_timeout(p.cli), 700);
-	CHECK_EQ(ofi_sock_open(&a), 1);
+	CHECK_EQ(ofi_sock_live(&a), 1);
+	/* the same holder again: the new timeout, still one reference */
+	CHECK_EQ(ofi_sock_arm(&self, sizeof(self), &p.lis_addr, sizeof(p.lis_addr), 500, &a), 1);
+	CHECK_EQ(user_timeout(p.cli), 500);
 	/* a second holder; the first to let go leaves it armed */
 	CHECK_EQ(ofi_sock_arm(&self, sizeof(self), &p.lis_addr, sizeof(p.lis_addr), 300, &b), 1);
 	CHECK_EQ(user_timeout(p.cli), 300);
@@ -139,6 +142,33 @@ static int test_arm_accepted(void)
 	return 0;
 }
 
+/* The connection to the peer's endpoint address itself is shut down even
+ * with nothing waiting; one accepted from the peer's host is not (it could
+ * be another process's). */
+static int test_shut_exact(void)
+{
+	struct pair p;
+	CHECK_EQ(pair_open(&p), 0);
+	struct ofi_sock_armed a = {0};
+	CHECK_EQ(ofi_sock_shut(&p.lis_addr, sizeof(p.lis_addr), &a), 1);
+	CHECK_EQ(a.n, 1);
+	CHECK_EQ(a.s[0].fd, p.cli);
+	CHECK_EQ(ofi_sock_live(&a), 0);
+	char c;
+	CHECK_EQ(read(p.acc, &c, 1), 0); /* the other end sees it end */
+	/* the exact remote address, whichever end accepted */
+	struct ofi_sock_armed b = {0};
+	CHECK_EQ(ofi_sock_shut(&p.cli_addr, sizeof(p.cli_addr), &b), 1);
+	CHECK_EQ(b.s[0].fd, p.acc);
+	struct sockaddr_in other = other_port(&p.lis_addr);
+	struct ofi_sock_armed d = {0};
+	CHECK_EQ(ofi_sock_shut(&other, sizeof(other), &d), 0);
+	ofi_sock_disarm(&a);
+	ofi_sock_disarm(&b);
+	pair_close(&p);
+	return 0;
+}
+
 /* What close relies on: the receiver reads nothing (its window shuts), and
  * the kernel resets the armed connection; the sender sees an error and the
  * socket no longer counts as open once closed. */
@@ -161,10 +191,11 @@ static int test_kernel_resets(void)
 		getsockopt(p.cli, SOL_SOCKET, SO_ERROR, &err, &len);
 	}
 	CHECK_EQ(err, ETIMEDOUT);
-	CHECK_EQ(ofi_sock_open(&a), 1);
+	/* reset: no longer live, though still open */
+	CHECK_EQ(ofi_sock_live(&a), 0);
 	close(p.cli);
 	p.cli = socket(AF_INET, SOCK_STREAM, 0); /* (pair_close closes a socket there) */
-	CHECK_EQ(ofi_sock_open(&a), 0);
+	CHECK_EQ(ofi_sock_live(&a), 0);
 	ofi_sock_disarm(&a);
 	pair_close(&p);
 	return 0;
@@ -178,6 +209,8 @@ int main(int argc, char **argv)
 						 "the last puts the old value back"),
 		TEST_ENTRY(test_arm_accepted, "armed where accepted on our endpoint from the peer's "
 					      "host, not on another endpoint"),
+		TEST_ENTRY(test_shut_exact, "the connection to the peer's endpoint address is shut "
+					    "down, no other"),
 		TEST_ENTRY(test_kernel_resets, "the kernel resets an armed connection whose "
 					       "receiver reads nothing"),
 	};
