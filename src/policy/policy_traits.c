@@ -66,10 +66,10 @@
  * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
  *   follow a       core)               (seen on 1.17)         .{tcp,rxm}.abrupt (crashed the
  *   closed conn.                                              victim in 6 of 6 runs)
- * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  func.check.{tcp,rxm}.stall
- *   teardown       (tcp_sockets)                              (limit/stall-close: the resumed
- *                                                             receiver crashed, or the two
- *                                                             processes could not connect
+ * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  unit.sock; func.check.{tcp,rxm}
+ *   teardown       (tcp_sockets)                              .faults (peer-stall/close: the
+ *                                                             resumed receiver crashed, or the
+ *                                                             two processes could not connect
  *                                                             again)
  *
  * serialize: shm loses messages when one thread posts while another reads
@@ -162,7 +162,8 @@
  *   returned with the provider holding NCCL's buffer; once NCCL freed it the
  *   provider failed the write with EFAULT part way through its message and
  *   went on with the next one, so the stream went out of step. Over TCP
- *   sockets the kernel resets the connection instead (ofi/ofi_sock.c).
+ *   sockets the kernel resets the connection instead, or it is shut down
+ *   (ofi/ofi_sock.c).
  */
 #include "policy/policy_traits.h"
 
