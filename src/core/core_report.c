@@ -227,13 +227,21 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				dev->rails_reason, dev->eager_reason, dev->data_reason,
 				dev->rma_cfg && dev->stripe_min && dev->nrails > 1 ?
 					", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
+			struct policy_traits tr;
+			policy_traits_for(dev->info, d->runtime_version, &tr);
 			fprintf(out, "     faults: a silent peer is pinged after 1 s and declared gone after "
-				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s\n",
+				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s; "
+				"a close whose peer takes no data %s\n",
 				(long long)v->cfg->v[CFG_PEER_TIMEOUT].i,
 				(dev->info->caps & FI_DIRECTED_RECV) ?
 				"accept only the connection's peer (FI_DIRECTED_RECV)" :
 				"accept any source (the provider lacks FI_DIRECTED_RECV): only the tag "
-				"keeps other processes' messages out");
+				"keeps other processes' messages out",
+				tr.tcp_sockets ?
+				"has its TCP connections reset (TCP_USER_TIMEOUT, then shutdown), so the "
+				"provider lets go of NCCL's buffers" :
+				"returns after 5 s with a WARN: the provider may still use NCCL's buffers "
+				"(no per-peer reset over this provider)");
 		}
 		fprintf(out, "\nGPU memory decision (NCCL_FABRIC_HMEM=%s):\n",
 			v->cfg->v[CFG_HMEM].s);
