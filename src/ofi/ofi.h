@@ -489,9 +489,9 @@ struct ofi_sock_armed {
  * this process's sockets with bytes waiting to leave between our endpoint
  * (self_name) and the peer's, so that the kernel resets those connections
  * if nothing of it is acknowledged for timeout_ms. Names are FI_SOCKADDR_IN
- * or _IN6. Returns how many sockets it armed (recorded in armed) or a
- * negative code; called again with the same record, it also sets the new
- * timeout on the sockets armed before. */
+ * or _IN6. Returns how many sockets armed holds, or a negative code;
+ * called again with the same record, it also sets the new timeout on the
+ * sockets armed before. */
 int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
 		 size_t peer_len, unsigned timeout_ms, struct ofi_sock_armed *armed);
 /* Lets go of the sockets ofi_sock_arm armed; the last holder of a socket
@@ -501,7 +501,8 @@ void ofi_sock_disarm(struct ofi_sock_armed *armed);
  * peer's endpoint address itself, whatever they hold: the provider then
  * drops that connection as when a peer leaves. Only sockets whose remote
  * address is the peer's name: one accepted from its host may be another
- * process's. Recorded in armed; returns how many, or a negative code. */
+ * process's. Recorded in armed; returns how many sockets armed holds, or a
+ * negative code. */
 int ofi_sock_shut(const void *peer_name, size_t peer_len, struct ofi_sock_armed *armed);
 /* How many of the recorded sockets still carry their connection: neither
  * reset by the kernel, shut down, nor closed by the provider. */

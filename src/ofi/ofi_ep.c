@@ -419,12 +419,10 @@ int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms
 	pthread_mutex_unlock(&ep->lock);
 	if (!len)
 		return -FI_ENOENT;
-	int n = ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
-	if (shut && n >= 0) {
-		int k = ofi_sock_shut(name, len, armed);
-		n = k > 0 ? armed->n : n;
-	}
-	return n;
+	int rc = ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
+	if (shut && rc >= 0)
+		rc = ofi_sock_shut(name, len, armed);
+	return rc;
 }
 
 void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent)

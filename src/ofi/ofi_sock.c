@@ -73,28 +73,61 @@ static bool sa_equal(const struct sockaddr_storage *a, const struct sockaddr_sto
 	       (!with_port || x->sin6_port == y->sin6_port);
 }
 
-/* Whether fd is a TCP socket with bytes waiting to leave, between our
- * endpoint (self) and the peer's. */
-static bool sock_leads_to(int fd, const struct sockaddr_storage *self,
-			  const struct sockaddr_storage *peer)
-{
-	int type = 0;
-	socklen_t tl = sizeof(type);
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) || type != SOCK_STREAM)
-		return false;
+/* A connected TCP socket of this process, as the walk sees it. */
+struct sock_view {
+	int fd;
+	ino_t ino;
 	struct sockaddr_storage local, remote;
-	socklen_t ll = sizeof(local), rl = sizeof(remote);
-	if (getsockname(fd, (struct sockaddr *)&local, &ll) ||
-	    getpeername(fd, (struct sockaddr *)&remote, &rl))
-		return false;
-	if (local.ss_family != peer->ss_family)
-		return false;
-	int outq = 0;
-	if (ioctl(fd, SIOCOUTQ, &outq) || outq <= 0)
-		return false;
-	/* ours to the peer's endpoint, or the peer's, accepted on our endpoint */
-	return sa_equal(&remote, peer, true) ||
-	       (sa_equal(&local, self, true) && sa_equal(&remote, peer, false));
+};
+
+/* Calls visit on each connected stream socket under /proc/self/fd until it
+ * returns false or the record is full. */
+static int sock_walk(struct ofi_sock_armed *armed, bool (*visit)(const struct sock_view *v,
+								 void *arg),
+		     void *arg)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		return -errno;
+	int dfd = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d)) && armed->n < OFI_SOCK_ARM_MAX) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		struct stat st;
+		struct sock_view v = {.fd = (int)fd};
+		int type = 0;
+		socklen_t tl = sizeof(type), ll = sizeof(v.local), rl = sizeof(v.remote);
+		if (*end || end == e->d_name || fd == dfd || fd < 0 || fstat(v.fd, &st) ||
+		    !S_ISSOCK(st.st_mode) || getsockopt(v.fd, SOL_SOCKET, SO_TYPE, &type, &tl) ||
+		    type != SOCK_STREAM || getsockname(v.fd, (struct sockaddr *)&v.local, &ll) ||
+		    getpeername(v.fd, (struct sockaddr *)&v.remote, &rl))
+			continue;
+		v.ino = st.st_ino;
+		if (!visit(&v, arg))
+			break;
+	}
+	closedir(d);
+	return 0;
+}
+
+/* The record's entry for the socket, or -1. */
+static int record_find(const struct ofi_sock_armed *armed, int fd, ino_t ino)
+{
+	for (int i = 0; i < armed->n; i++)
+		if (armed->s[i].fd == fd && armed->s[i].ino == ino)
+			return i;
+	return -1;
+}
+
+static void record_add(struct ofi_sock_armed *armed, const struct sock_view *v, bool table,
+		       bool shut)
+{
+	armed->s[armed->n].fd = v->fd;
+	armed->s[armed->n].ino = v->ino;
+	armed->s[armed->n].table = table;
+	armed->s[armed->n].shut = shut;
+	armed->n++;
 }
 
 /* Every socket armed in this process: closes in several threads may arm
@@ -162,44 +195,41 @@ static void disarm_locked(int fd, ino_t ino)
 	}
 }
 
+struct arm_walk {
+	struct sockaddr_storage self, peer;
+	unsigned timeout_ms;
+	struct ofi_sock_armed *armed;
+};
+
+/* Bytes waiting to leave, on ours to the peer's endpoint or the peer's
+ * accepted on our endpoint: armed (again, with the new timeout, where this
+ * record holds it already). */
+static bool arm_visit(const struct sock_view *v, void *arg)
+{
+	struct arm_walk *w = arg;
+	int outq = 0;
+	if (v->local.ss_family != w->peer.ss_family || ioctl(v->fd, SIOCOUTQ, &outq) || outq <= 0 ||
+	    !(sa_equal(&v->remote, &w->peer, true) ||
+	      (sa_equal(&v->local, &w->self, true) && sa_equal(&v->remote, &w->peer, false))))
+		return true;
+	if (record_find(w->armed, v->fd, v->ino) >= 0)
+		(void)setsockopt(v->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &w->timeout_ms,
+				 sizeof(w->timeout_ms));
+	else if (arm_locked(v->fd, v->ino, w->timeout_ms))
+		record_add(w->armed, v, true, false);
+	return true;
+}
+
 int ofi_sock_arm(const void *self_name, size_t self_len, const void *peer_name,
 		 size_t peer_len, unsigned timeout_ms, struct ofi_sock_armed *armed)
 {
-	struct sockaddr_storage self, peer;
-	if (!name_to_sa(self_name, self_len, &self) || !name_to_sa(peer_name, peer_len, &peer))
+	struct arm_walk w = {.timeout_ms = timeout_ms, .armed = armed};
+	if (!name_to_sa(self_name, self_len, &w.self) || !name_to_sa(peer_name, peer_len, &w.peer))
 		return -FI_EINVAL;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -errno;
-	int dfd = dirfd(d);
-	struct dirent *e;
 	pthread_mutex_lock(&sock_lock);
-	while ((e = readdir(d)) && armed->n < OFI_SOCK_ARM_MAX) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
-		if (*end || end == e->d_name || fd == dfd || fd < 0)
-			continue;
-		struct stat st;
-		if (fstat((int)fd, &st) || !S_ISSOCK(st.st_mode) ||
-		    !sock_leads_to((int)fd, &self, &peer))
-			continue;
-		bool known = false;
-		for (int i = 0; i < armed->n && !known; i++)
-			known = armed->s[i].fd == (int)fd && armed->s[i].ino == st.st_ino;
-		if (known) /* armed by this holder before: the new timeout only */
-			(void)setsockopt((int)fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms,
-					 sizeof(timeout_ms));
-		if (known || !arm_locked((int)fd, st.st_ino, timeout_ms))
-			continue;
-		armed->s[armed->n].fd = (int)fd;
-		armed->s[armed->n].ino = st.st_ino;
-		armed->s[armed->n].shut = false;
-		armed->s[armed->n].table = true;
-		armed->n++;
-	}
+	int rc = sock_walk(armed, arm_visit, &w);
 	pthread_mutex_unlock(&sock_lock);
-	closedir(d);
-	return armed->n;
+	return rc < 0 ? rc : armed->n;
 }
 
 void ofi_sock_disarm(struct ofi_sock_armed *armed)
@@ -212,50 +242,28 @@ void ofi_sock_disarm(struct ofi_sock_armed *armed)
 	armed->n = 0;
 }
 
+/* Only the connection to the peer's own endpoint address: one accepted
+ * from its host could be another process's. */
+static bool shut_visit(const struct sock_view *v, void *arg)
+{
+	struct arm_walk *w = arg;
+	if (!sa_equal(&v->remote, &w->peer, true) || shutdown(v->fd, SHUT_RDWR))
+		return true;
+	int i = record_find(w->armed, v->fd, v->ino);
+	if (i >= 0)
+		w->armed->s[i].shut = true;
+	else
+		record_add(w->armed, v, false, true);
+	return true;
+}
+
 int ofi_sock_shut(const void *peer_name, size_t peer_len, struct ofi_sock_armed *armed)
 {
-	struct sockaddr_storage peer;
-	if (!name_to_sa(peer_name, peer_len, &peer))
+	struct arm_walk w = {.armed = armed};
+	if (!name_to_sa(peer_name, peer_len, &w.peer))
 		return -FI_EINVAL;
-	DIR *d = opendir("/proc/self/fd");
-	if (!d)
-		return -errno;
-	int dfd = dirfd(d), n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) && armed->n < OFI_SOCK_ARM_MAX) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
-		struct stat st;
-		struct sockaddr_storage remote;
-		socklen_t rl = sizeof(remote);
-		int type = 0;
-		socklen_t tl = sizeof(type);
-		if (*end || end == e->d_name || fd == dfd || fd < 0 || fstat((int)fd, &st) ||
-		    !S_ISSOCK(st.st_mode) || getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) ||
-		    type != SOCK_STREAM || getpeername((int)fd, (struct sockaddr *)&remote, &rl) ||
-		    !sa_equal(&remote, &peer, true))
-			continue;
-		/* only the connection to the peer's own endpoint address: one
-		 * accepted from its host could be another process's */
-		if (shutdown((int)fd, SHUT_RDWR))
-			continue;
-		bool known = false;
-		for (int i = 0; i < armed->n; i++)
-			if (armed->s[i].fd == (int)fd && armed->s[i].ino == st.st_ino) {
-				armed->s[i].shut = true;
-				known = true;
-			}
-		if (!known) {
-			armed->s[armed->n].fd = (int)fd;
-			armed->s[armed->n].ino = st.st_ino;
-			armed->s[armed->n].shut = true;
-			armed->s[armed->n].table = false;
-			armed->n++;
-		}
-		n++;
-	}
-	closedir(d);
-	return n;
+	int rc = sock_walk(armed, shut_visit, &w);
+	return rc < 0 ? rc : armed->n;
 }
 
 int ofi_sock_live(const struct ofi_sock_armed *armed)

@@ -376,6 +376,22 @@ static bool comm_reset_done(const struct ofi_sock_armed armed[PROTO_MAX_RAILS], 
 	return any && !live;
 }
 
+/* Progresses until the comm's operations on NCCL's buffers are done, the
+ * armed sockets all lost their connection (*reset), or wait_ns passed.
+ * Returns the operations still busy. */
+static int comm_wait_ops(struct proto_comm *c, uint64_t wait_ns,
+			 const struct ofi_sock_armed armed[PROTO_MAX_RAILS], bool *reset)
+{
+	uint64_t deadline = util_now_ns() + wait_ns;
+	int busy;
+	while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline &&
+	       !(*reset = comm_reset_done(armed, c->nrails))) {
+		if (proto_comm_progress_all(c) <= 0)
+			sched_yield();
+	}
+	return busy;
+}
+
 void proto_comm_retire(struct proto_comm *c)
 {
 	if (!c)
@@ -411,38 +427,29 @@ void proto_comm_retire(struct proto_comm *c)
 	 * to or from NCCL's buffer right now, and NCCL frees that buffer once
 	 * close returns. Let such operations finish (bounded); cancelled receives
 	 * complete at once and are re-posted into the sink. */
+	const char *dir = c->kind == PROTO_SEND ? "to" : "from";
+	const char *peer = c->peer_text ? c->peer_text : "?";
 	struct ofi_sock_armed armed[PROTO_MAX_RAILS] = {0};
-	bool tcp = c->dev->dom->traits.tcp_sockets;
-	int narmed = tcp && comm_user_ops(c) > 0 ? comm_arm_reset(c, PROTO_RESET_ARM_MS, false, armed) : 0;
-	uint64_t deadline = util_now_ns() + PROTO_CLOSE_WAIT_NS;
-	int busy;
-	bool reset = false;
-	for (int phase = 0; phase < 2; phase++) {
-		while ((busy = comm_user_ops(c)) > 0 && util_now_ns() < deadline &&
-		       !(reset = comm_reset_done(armed, c->nrails))) {
-			if (proto_comm_progress_all(c) <= 0)
-				sched_yield();
-		}
-		if (busy == 0 || reset || !tcp || phase == 1)
-			break;
+	bool tcp = c->dev->dom->traits.tcp_sockets, reset = false;
+	if (tcp && comm_user_ops(c) > 0)
+		(void)comm_arm_reset(c, PROTO_RESET_ARM_MS, false, armed);
+	int busy = comm_wait_ops(c, PROTO_CLOSE_WAIT_NS, armed, &reset);
+	int narmed;
+	if (busy > 0 && !reset && tcp &&
+	    (narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, true, armed)) > 0) {
 		/* the peer still takes nothing: the sockets armed so far and any
 		 * stuck since, with the shorter timeout (the kernel acts when its
 		 * probes next find the window shut), and the connection to its
 		 * endpoint address shut down (it may hold nothing unacknowledged:
 		 * a rendezvous the peer has not asked for yet) */
-		narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, true, armed);
-		if (!narmed)
-			break;
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: %d operation(s) on NCCL's buffers made no "
 			 "progress for %d s: the peer takes no data. Resetting its TCP connection(s) "
 			 "(%d socket(s): TCP_USER_TIMEOUT %u ms, or shut down) so that the provider "
-			 "lets go of them; "
-			 "this process's other connections to it fail too",
-			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
-			 busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL), narmed,
+			 "lets go of them; this process's other connections to it fail too",
+			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL), narmed,
 			 PROTO_RESET_TIMEOUT_MS);
-		deadline = util_now_ns() + PROTO_RESET_WAIT_NS;
+		busy = comm_wait_ops(c, PROTO_RESET_WAIT_NS, armed, &reset);
 	}
 	for (int k = 0; k < c->nrails; k++)
 		ofi_sock_disarm(&armed[k]);
@@ -452,8 +459,7 @@ void proto_comm_retire(struct proto_comm *c)
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: the peer took no data; its TCP connection "
 			 "was reset, and the provider no longer uses NCCL's buffers (%d operation(s) "
-			 "dropped with it)",
-			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?", busy);
+			 "dropped with it)", dir, peer, busy);
 		busy = 0;
 	}
 	if (busy > 0)
@@ -462,8 +468,7 @@ void proto_comm_retire(struct proto_comm *c)
 			 "after %d s: the peer stopped taking data. libfabric cannot withdraw them, "
 			 "so the provider may still use those buffers after NCCL frees them (README, "
 			 "known limits): end the peer's process too",
-			 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?", busy,
-			 (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
+			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
 	/* a receiver that closes later learns here how many pieces to wait for */
 	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 && !reset &&
 	    atomic_load(&container_of(c, struct proto_send, c)->written))
