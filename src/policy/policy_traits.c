@@ -66,6 +66,10 @@
  * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
  *   follow a       core)               (seen on 1.17)         .{tcp,rxm}.abrupt (crashed the
  *   closed conn.                                              victim in 6 of 6 runs)
+ * stale            tcp;ofi_rxm (any    1.17            trait  unit.traits; func.check.tcp.faults
+ *   connection     core)                                      on 1.17 (peer-stall/close: the
+ *                                                             first connect after the reset
+ *                                                             failed, under load)
  * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  unit.sock; func.check.{tcp,rxm}
  *   teardown       (tcp_sockets)                              .faults (peer-stall/close: the
  *                                                             resumed receiver crashed, or the
@@ -155,6 +159,11 @@
  *   leaves nothing of that kind for NCCL's own receive (messages above it
  *   wait for the CTS, whose receive is posted before they arrive). Setting
  *   NCCL_FABRIC_EAGER_MAX above it brings the risk back.
+ * stale connection: rxm keeps its connection to a peer that reset it until
+ *   it reads the reset; a send meanwhile fails with FI_ENOTCONN ("Broken
+ *   pipe") and the next one connects again. A connection request that fails
+ *   so is posted again (within the answer bound). Not on native tcp: there a
+ *   request posted again after such a failure made close-reconnect fail.
  * no per-peer teardown: nothing withdraws a send or RMA write started to one
  *   peer (fi_cancel does not; fi_av_remove keeps native tcp's connection,
  *   and rxm's only with FI_AV_REMOVE_CLEANUP, which frees connections that
@@ -209,6 +218,7 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	size_t n = strlen(prov), rxm = strlen(";ofi_rxm");
 	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
 	out->drain = is_rxm || name_is(prov, "tcp");
+	out->stale_conn_once = is_rxm;
 	/* rxm before 2.0 sends what exceeds its buffer by rendezvous or in
 	 * segments, which a receive taking them after the connection closed
 	 * follows into the freed connection */

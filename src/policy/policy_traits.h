@@ -63,6 +63,9 @@ struct policy_traits {
 	 * connections instead (ofi/ofi_sock.c), so the provider lets go of
 	 * NCCL's buffers before close returns. */
 	bool tcp_sockets;
+	/* A send on a connection the peer reset fails once (FI_ENOTCONN) before
+	 * the provider connects again: a connection request is posted again. */
+	bool stale_conn_once;
 	/* NCCL_FABRIC_RAILS=auto may open several rails: NULL, or why it opens
 	 * one (the NIC moves the bytes, or the provider's endpoints stall each
 	 * other). */

@@ -246,6 +246,7 @@ struct proto_send {
 	struct ofi_op out_op;
 	bool out_posted;
 	atomic_int in_done, out_err;
+	atomic_bool out_again;     /* the CONNECT went down with a stale connection: post it again */
 	atomic_bool held;          /* the listener queued our CONNECT (HELD) */
 	uint64_t start_ns, out_ns; /* connect's first call; the CONNECT's post */
 	/* pending-connect registry: NCCL calls connect again with the same handle */

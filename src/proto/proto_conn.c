@@ -6,6 +6,7 @@
  * thread (its GDR probe connects to itself).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,8 +296,16 @@ static void send_out_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			  const struct fi_cq_err_entry *err)
 {
 	struct proto_send *s = op->owner;
-	if (err && err->err != FI_ECANCELED) {
-		char text[256];
+	char text[256];
+	if (err && s->c.dev->dom->traits.stale_conn_once &&
+	    (err->err == FI_ENOTCONN || err->err == FI_ECONNRESET || err->err == EPIPE) &&
+	    util_now_ns() - s->out_ns < PROTO_CONNECT_ANSWER_NS) {
+		/* (policy_traits.c, "stale connection") */
+		ofi_cq_error_text(s->c.ep, err, text, sizeof(text));
+		LOG_INFO(NCCL_NET | NCCL_INIT, "connect to %s: the connection request went down with "
+			 "a connection the peer had reset (%s); sending it again", s->peer_text, text);
+		atomic_store(&s->out_again, true);
+	} else if (err && err->err != FI_ECANCELED) {
 		ofi_cq_error_text(s->c.ep, err, text, sizeof(text));
 		LOG_WARN(NCCL_NET | NCCL_INIT,
 			 "connect to %s: the connection request could not be delivered: %s. Is the "
@@ -557,6 +566,8 @@ static int send_advance(struct proto_send *s)
 	struct ofi_ep *ep = s->c.ep;
 	ssize_t rc;
 
+	if (atomic_exchange(&s->out_again, false))
+		s->out_posted = false;
 	if (!s->out_posted) {
 		if (!s->out_ns)
 			s->out_ns = util_now_ns(); /* the answer's bound counts from the first try */

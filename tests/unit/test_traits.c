@@ -243,6 +243,9 @@ static int test_tcp_sockets(void)
 		CHECK(!traits_of("shm", 4096, 0, versions[k]).tcp_sockets);
 		CHECK(!traits_of("udp;ofi_rxd", 0, 0, versions[k]).tcp_sockets);
 		CHECK(!traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).tcp_sockets);
+		CHECK(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).stale_conn_once);
+		CHECK(!traits_of("tcp", 64, 0, versions[k]).stale_conn_once);
+		CHECK(!traits_of("shm", 4096, 0, versions[k]).stale_conn_once);
 	}
 	return 0;
 }
