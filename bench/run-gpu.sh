@@ -16,7 +16,9 @@
 #                       (default: the Python wheel's)
 #   correctness         every collective, 8 B..16 MiB, through the plugin over
 #                       tcp;ofi_rxm and over shm, one process with all GPUs and
-#                       one process per GPU; checks data and NCCL's log
+#                       one process per GPU; checks data and NCCL's log; then
+#                       gpu-buffers' multi runs (GPU buffers, RMA writes on
+#                       and off)
 #   torch               torch_check.py (PyTorch NCCL backend) through the plugin
 #   bench-fabric-tcp    full sweep to 1 GiB: plugin over tcp;ofi_rxm
 #   bench-fabric-tcp-rails  same with NCCL_FABRIC_RAILS=4 (FABRIC_RAILS) and
@@ -32,8 +34,12 @@
 #                       NCCL_MIN_NCHANNELS=8 (BEST_CHANNELS)
 #   bench-fabric-tcp-best  the plugin's best tuning: the rails stage's settings
 #                       and NCCL_MIN_NCHANNELS=8 (BEST_CHANNELS)
-#   gpu-buffers         plugin with the testhmem provider in CUDA mode:
-#                       checks GDRDMA in NCCL's log, data, and a sweep
+#   gpu-buffers         plugin with the testhmem provider in CUDA mode (GPU
+#                       buffers, GPUDirect path): single mode (2+ GPUs), multi
+#                       mode with the default data path and with
+#                       NCCL_FABRIC_RMA=0; checks GDRDMA in NCCL's log, data,
+#                       the provider's log (RMA writes landed in GPU memory),
+#                       and a sweep
 #   libfabric           the plugin on the libfabric of this setup (FABRIC_LF2_DIR:
 #                       a CUDA-enabled 2.x built on the CPU machine with
 #                       scripts/libfabric-2x.sh --cuda): every collective over
@@ -125,7 +131,8 @@
 #   SWEEP_COLLS          collectives of a sweep, comma-separated (default: nccl_bench's)
 #   CORR_MAX             largest correctness size (default 16M)
 #   GPU_SWEEP_MAX        largest size of the gpu-buffers sweep (default 256M; 0: none)
-#   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm')
+#   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm
+#                        fabric-gpu')
 #   RUN_TIMEOUT          seconds for one benchmark run (default 540)
 #   FABRIC_NGPUS         use only the first N GPUs (default: all visible)
 #   TIME_BUDGET          seconds for this whole invocation: runs that would not
@@ -281,9 +288,7 @@ path_env() {
 			ENV_RUN+=(NCCL_FABRIC_HMEM=force NCCL_FABRIC_PROVIDER=testhmem "TESTHMEM_BASE=tcp;ofi_rxm"
 				TESTHMEM_MODE=cuda "FI_PROVIDER_PATH=$TESTPROV_DIR" NCCL_NET_GDR_LEVEL=SYS
 				NCCL_NET_FORCE_FLUSH=1 "TESTHMEM_LOG=$base.testhmem.log"
-				# testhmem moves GPU memory by copies: an RDMA-read flush would
-				# make its base provider read device memory from the CPU
-				NCCL_FABRIC_FLUSH=cuda TESTHMEM_TRACE=${TESTHMEM_TRACE:-0})
+				TESTHMEM_TRACE=${TESTHMEM_TRACE:-0})
 			;;
 		esac
 		if [[ -n ${FABRIC_EXTRA_ENV:-} ]]; then
@@ -403,16 +408,21 @@ check_testhmem_log() {
 		CHECK_MSG+=" [no testhmem log: the provider was not loaded]"
 		return 1
 	fi
-	local cuda_bytes nerr bad nops
+	local cuda_bytes nerr bad nops landed refreshed
 	nops=$(grep -c '^ops iface=cuda ' "$log")
-	cuda_bytes=$(sed -n 's/^ops iface=cuda .* bytes=\([0-9]*\) .*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+	# messages and RMA from or into CUDA memory (writes count at the initiator)
+	cuda_bytes=$(sed -n 's/^ops iface=cuda .* bytes=\([0-9]*\) .* rma_bytes=\([0-9]*\) .*/\1 \2/p' "$log" |
+		awk '{s+=$1+$2} END {print s+0}')
+	# remote writes the target moved from its shadow to the GPU, read requests answered
+	landed=$(sed -n 's/^rma landed=\([0-9]*\) .*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+	refreshed=$(sed -n 's/^rma landed=[0-9]* refreshed=\([0-9]*\) .*/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
 	nerr=$(grep -c '^error ' "$log")
 	bad=$(sed -n 's/^check bad_desc=\([0-9]*\) nodesc_cuda=\([0-9]*\) copy_errors=\([0-9]*\) .*/\1 \2 \3/p' "$log" |
 		awk '{s+=$1+$2+$3} END {print s+0}')
 	if ((nops == 0)); then
 		CHECK_MSG+=", testhmem: no domain summary (domains not closed?)"
 	else
-		CHECK_MSG+=", testhmem: $((cuda_bytes >> 20)) MiB via CUDA memory"
+		CHECK_MSG+=", testhmem: $((cuda_bytes >> 20)) MiB via CUDA memory, $landed RMA writes landed in GPU memory, $refreshed RMA reads of it"
 	fi
 	if ((nerr > 0 || bad > 0)); then
 		CHECK_MSG+=" [testhmem: $nerr error lines, $bad bad descriptors/copy errors: $(grep -m1 '^error ' "$log" | cut -c1-120)]"
@@ -996,6 +1006,30 @@ stage_correctness() {
 				--timeout 120 || fail=1
 		done
 	done
+	# the GPUDirect path wherever correctness runs
+	gpu_buffers_multi || fail=1
+	return $fail
+}
+
+# GPU buffers through testhmem in CUDA mode, multi mode: with the plugin's
+# default data path (RMA writes where the policy takes them) and with RMA
+# writes off (tagged messages), every collective, data and GDRDMA checked.
+gpu_buffers_multi() {
+	local fail=0 rma
+	if [[ -z $TESTPROV_DIR ]]; then
+		say "FAIL gpu-multi: no libtesthmem-fi.so found (build the project's tests, or set FABRIC_TESTPROV)"
+		return 1
+	fi
+	for rma in default 0; do
+		local tag="" extra=${FABRIC_EXTRA_ENV:-}
+		if [[ $rma == 0 ]]; then
+			tag=rma0
+			extra+=" NCCL_FABRIC_RMA=0"
+		fi
+		FABRIC_EXTRA_ENV=$extra PATH_TAG=$tag GDR_CHECK=gdr run_bench "gpu-multi${tag:+-$tag}" fabric-gpu multi \
+			correctness.csv --min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 \
+			--timeout 120 || fail=1
+	done
 	return $fail
 }
 
@@ -1003,7 +1037,7 @@ stage_torch() {
 	ensure_setup
 	need_gpus
 	local path fail=0 base out rc net t0 result
-	for path in ${TORCH_PATHS:-fabric-tcp fabric-shm}; do
+	for path in ${TORCH_PATHS:-fabric-tcp fabric-shm fabric-gpu}; do
 		base=$STAGE_LOG/torch-$path
 		out=$base.out
 		net=$(path_net "$path")
@@ -1027,6 +1061,7 @@ stage_torch() {
 		local verdict=PASS
 		((rc == 0)) || verdict=FAIL
 		check_nccl_logs "$base" "$net" || verdict=FAIL
+		[[ $path == fabric-gpu ]] && { check_testhmem_log "$base" || verdict=FAIL; }
 		say "$(printf '%-4s %-28s %4ds  %s; %s%s' "$verdict" "torch-$path" $((SECONDS - t0)) \
 			"${result:-no result line}" "$CHECK_MSG" "$( ((rc == 0)) || echo " [exit $rc]")")"
 		if [[ $verdict != PASS ]]; then
@@ -1070,14 +1105,19 @@ stage_gpu_buffers() {
 	need_gpus
 	[[ -n $TESTPROV_DIR ]] ||
 		die "no libtesthmem-fi.so found: build the project's tests (build/testprov) or set FABRIC_TESTPROV"
-	local mode fail=0
-	for mode in single multi; do
-		GDR_CHECK=gdr run_bench "gpu-$mode" fabric-gpu "$mode" correctness.csv \
+	local fail=0 sweep=single
+	if ((NGPUS < 2)); then
+		# as correctness says: one process driving one GPU has no peer
+		say "SKIP gpu-single, bench-fabric-gpu-single: $NGPUS GPU visible (one process, all GPUs needs 2); multi mode runs FABRIC_VHOSTS ranks"
+		sweep=multi
+	else
+		GDR_CHECK=gdr run_bench "gpu-single" fabric-gpu single correctness.csv \
 			--min-bytes 8 --max-bytes "${CORR_MAX:-16M}" --factor 4 --iters 5 --warmup 2 --timeout 120 ||
 			fail=1
-	done
+	fi
+	gpu_buffers_multi || fail=1
 	if [[ ${GPU_SWEEP_MAX:-256M} != 0 ]]; then
-		GDR_CHECK=gdr run_bench "bench-fabric-gpu-single" fabric-gpu single bench.csv \
+		GDR_CHECK=gdr run_bench "bench-fabric-gpu-$sweep" fabric-gpu "$sweep" bench.csv \
 			--min-bytes "${SWEEP_MIN:-8}" --max-bytes "${GPU_SWEEP_MAX:-256M}" --factor "${SWEEP_FACTOR:-2}" \
 			--iters "${SWEEP_ITERS:-20}" --warmup "${SWEEP_WARMUP:-5}" --timeout 300 || fail=1
 	fi

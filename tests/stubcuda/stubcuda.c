@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define STUB_API __attribute__((visibility("default")))
@@ -178,6 +179,7 @@ STUB_API unsigned long stubcuda_call_count(const char *name);
 STUB_API void stubcuda_rt_enter(const char *name);
 STUB_API void stubcuda_rt_leave(void);
 STUB_API unsigned long stubcuda_rt_call_count(const char *name);
+STUB_API void *stubcuda_host_view(const void *p);
 
 /* ---- call accounting ---- */
 
@@ -367,6 +369,11 @@ struct stub_range {
 	int owned; /* allocated by cuMemAlloc/cuMemAllocHost: freed there */
 	unsigned long long id;
 	int device; /* device memory: its device; host memory: the allocating context's */
+	/* STUBCUDA_GUARD: the pages at start are PROT_NONE, so that a CPU access
+	 * faults as it would on a GPU; the same pages, readable and writable, are
+	 * mapped at view (len rounded up to pages), where the copies go */
+	char *view;
+	size_t view_len;
 };
 
 static pthread_mutex_t stub_range_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -374,7 +381,8 @@ static struct stub_range *stub_ranges;
 static size_t stub_nranges, stub_cap_ranges;
 static unsigned long long stub_next_id = 1;
 
-static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned, int device)
+static int stub_range_add_view(void *p, size_t len, enum stub_mem type, int owned, int device,
+			      char *view, size_t view_len)
 {
 	uintptr_t s = (uintptr_t)p;
 	int ret = 0;
@@ -402,15 +410,20 @@ static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned, in
 		stub_ranges = n;
 		stub_cap_ranges = cap;
 	}
-	stub_ranges[stub_nranges++] =
-		(struct stub_range){ s, len, type, owned, stub_next_id++, device };
+	stub_ranges[stub_nranges++] = (struct stub_range){ s,	   len,	 type, owned, stub_next_id++,
+							   device, view, view_len };
 out:
 	pthread_mutex_unlock(&stub_range_lock);
 	return ret;
 }
 
-/* Removes the range starting at p. */
-static int stub_range_del(void *p)
+static int stub_range_add(void *p, size_t len, enum stub_mem type, int owned, int device)
+{
+	return stub_range_add_view(p, len, type, owned, device, NULL, 0);
+}
+
+/* Removes the range starting at p; *gone (if given) receives it. */
+static int stub_range_take(void *p, struct stub_range *gone)
 {
 	uintptr_t s = (uintptr_t)p;
 	int ret = -1;
@@ -419,6 +432,8 @@ static int stub_range_del(void *p)
 	pthread_mutex_lock(&stub_range_lock);
 	for (i = 0; i < stub_nranges; i++) {
 		if (stub_ranges[i].start == s) {
+			if (gone)
+				*gone = stub_ranges[i];
 			stub_ranges[i] = stub_ranges[--stub_nranges];
 			ret = 0;
 			break;
@@ -426,6 +441,104 @@ static int stub_range_del(void *p)
 	}
 	pthread_mutex_unlock(&stub_range_lock);
 	return ret;
+}
+
+static int stub_range_del(void *p)
+{
+	return stub_range_take(p, NULL);
+}
+
+static int stub_range_overlap(uintptr_t p, size_t len, struct stub_range *out);
+
+/* ---- guarded device memory (STUBCUDA_GUARD=1) ---- */
+
+static size_t stub_page(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+
+	return pg > 0 ? (size_t)pg : 4096;
+}
+
+static int stub_guard_on(void)
+{
+	const char *v = getenv("STUBCUDA_GUARD");
+
+	return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Makes the page-aligned [p, p+len) inaccessible to the CPU, keeping its bytes:
+ * a memfd holds them, mapped PROT_NONE at p and read-write at *view. Returns 0, or
+ * -1 (p not page-aligned, or a mapping failed: p is left as it was). */
+static int stub_guard(void *p, size_t len, char **view, size_t *view_len)
+{
+	size_t pg = stub_page(), n = (len + pg - 1) / pg * pg;
+	char *v;
+	int fd;
+
+	if ((uintptr_t)p % pg || !len)
+		return -1;
+	fd = memfd_create("stubcuda-device", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	if (ftruncate(fd, (off_t)n)) {
+		close(fd);
+		return -1;
+	}
+	v = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (v == MAP_FAILED) {
+		close(fd);
+		return -1;
+	}
+	memcpy(v, p, n);
+	if (mmap(p, n, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+		munmap(v, n);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	*view = v;
+	*view_len = n;
+	return 0;
+}
+
+/* Gives p its bytes back as ordinary private memory and drops the view. */
+static void stub_unguard(const struct stub_range *r)
+{
+	void *p = (void *)r->start;
+
+	if (!r->view)
+		return;
+	if (mmap(p, r->view_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		 -1, 0) != MAP_FAILED)
+		memcpy(p, r->view, r->view_len);
+	munmap(r->view, r->view_len);
+}
+
+/* Marks device memory, guarded when STUBCUDA_GUARD asks for it. */
+static int stub_mark_device(void *p, size_t len, int owned, int device)
+{
+	char *view = NULL;
+	size_t view_len = 0;
+	struct stub_range r;
+
+	if (!p || !len || !stub_range_overlap((uintptr_t)p, len, &r))
+		return -1;
+	if (stub_guard_on() && stub_guard(p, len, &view, &view_len))
+		return -1;
+	if (stub_range_add_view(p, len, STUB_MEM_DEVICE, owned, device, view, view_len)) {
+		struct stub_range undo = { .start = (uintptr_t)p, .view = view,
+					   .view_len = view_len };
+
+		stub_unguard(&undo);
+		return -1;
+	}
+	return 0;
+}
+
+/* Where the CPU reaches the bytes of device memory at p: its view when guarded. */
+static void *stub_view_of(const struct stub_range *r, uintptr_t p)
+{
+	return r->view ? r->view + (p - r->start) : (void *)p;
 }
 
 /* Finds the marked range holding [p, p+len) (len 0: just p). */
@@ -476,15 +589,6 @@ static int stub_is_device(uintptr_t p, size_t n)
 	return !stub_range_find(p, n, &r) && r.type == STUB_MEM_DEVICE;
 }
 
-/* The device of the device memory holding [p, p+n), or -1. */
-static int stub_device_of(uintptr_t p, size_t n)
-{
-	struct stub_range r;
-
-	if (stub_range_find(p, n, &r) || r.type != STUB_MEM_DEVICE)
-		return -1;
-	return r.device;
-}
 
 /* ---- initialization and devices ---- */
 
@@ -1015,6 +1119,7 @@ static int stub_stream_device(CUstream s)
 static CUresult stub_copy(void *dst, const void *src, size_t n, unsigned dir, int exec_dev)
 {
 	uintptr_t dev_ptr = (uintptr_t)(dir == STUBCUDA_COPY_HTOD ? dst : src);
+	struct stub_range range;
 	int mem_dev;
 	CUresult r;
 
@@ -1022,9 +1127,9 @@ static CUresult stub_copy(void *dst, const void *src, size_t n, unsigned dir, in
 		return CUDA_SUCCESS;
 	if (!dst || !src)
 		return CUDA_ERROR_INVALID_VALUE;
-	mem_dev = stub_device_of(dev_ptr, n);
-	if (mem_dev < 0)
+	if (stub_range_find(dev_ptr, n, &range) || range.type != STUB_MEM_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
+	mem_dev = range.device;
 	/* What the real driver answered on a 2-GPU H200 (no peer access enabled): an
 	 * async copy to or from device memory of device B on a stream of a context
 	 * of device A fails with CUDA_ERROR_INVALID_VALUE. */
@@ -1035,6 +1140,10 @@ static CUresult stub_copy(void *dst, const void *src, size_t n, unsigned dir, in
 	r = exec_dev >= 0 ? stub_injected_failure(dir) : CUDA_SUCCESS;
 	if (r)
 		return r;
+	if (dir == STUBCUDA_COPY_HTOD)
+		dst = stub_view_of(&range, dev_ptr);
+	else
+		src = stub_view_of(&range, dev_ptr);
 	memmove(dst, src, n);
 	return CUDA_SUCCESS;
 }
@@ -1080,9 +1189,12 @@ CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	STUB_NEED_CTX();
 	if (!n)
 		return CUDA_SUCCESS;
-	if (stub_device_of((uintptr_t)dst, n) < 0 || stub_device_of((uintptr_t)src, n) < 0)
+	struct stub_range rd, rs;
+
+	if (stub_range_find((uintptr_t)dst, n, &rd) || rd.type != STUB_MEM_DEVICE ||
+	    stub_range_find((uintptr_t)src, n, &rs) || rs.type != STUB_MEM_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
-	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	memmove(stub_view_of(&rd, (uintptr_t)dst), stub_view_of(&rs, (uintptr_t)src), n);
 	return CUDA_SUCCESS;
 }
 
@@ -1106,11 +1218,24 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t n)
 	STUB_NEED_CTX();
 	if (!dptr || !n)
 		return CUDA_ERROR_INVALID_VALUE;
-	p = stub_alloc(n);
-	if (!p)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (stub_range_add(p, n, STUB_MEM_DEVICE, 1, stub_current()->device)) {
-		free(p);
+	if (stub_guard_on()) {
+		/* whole pages of their own, made inaccessible by stub_mark_device */
+		size_t pg = stub_page();
+
+		p = mmap(NULL, (n + pg - 1) / pg * pg, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		p = stub_alloc(n);
+		if (!p)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (stub_mark_device(p, n, 1, stub_current()->device)) {
+		if (stub_guard_on())
+			munmap(p, (n + stub_page() - 1) / stub_page() * stub_page());
+		else
+			free(p);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	*dptr = (CUdeviceptr)(uintptr_t)p;
@@ -1130,8 +1255,14 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 	if (stub_range_find((uintptr_t)p, 0, &r) || r.type != STUB_MEM_DEVICE || !r.owned ||
 	    r.start != (uintptr_t)p)
 		return CUDA_ERROR_INVALID_VALUE;
-	stub_range_del(p);
-	free(p);
+	if (stub_range_take(p, &r))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (r.view) {
+		munmap(r.view, r.view_len);
+		munmap(p, r.view_len);
+	} else {
+		free(p);
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -1325,14 +1456,23 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint
 
 int stubcuda_mark_device(void *p, size_t len)
 {
-	return stub_range_add(p, len, STUB_MEM_DEVICE, 0, 0);
+	return stub_mark_device(p, len, 0, 0);
 }
 
 int stubcuda_mark_device_on(void *p, size_t len, int device)
 {
 	if (device < 0 || device >= STUB_MAX_DEVICES)
 		return -1;
-	return stub_range_add(p, len, STUB_MEM_DEVICE, 0, device);
+	return stub_mark_device(p, len, 0, device);
+}
+
+void *stubcuda_host_view(const void *p)
+{
+	struct stub_range r;
+
+	if (stub_range_find((uintptr_t)p, 0, &r) || r.type != STUB_MEM_DEVICE)
+		return (void *)p;
+	return stub_view_of(&r, (uintptr_t)p);
 }
 
 void stubcuda_fail_copies(unsigned dirs, unsigned skip, unsigned count, int result)
@@ -1352,7 +1492,12 @@ unsigned long stubcuda_cross_device_count(void)
 
 int stubcuda_unmark(void *p)
 {
-	return stub_range_del(p);
+	struct stub_range r;
+
+	if (stub_range_take(p, &r))
+		return -1;
+	stub_unguard(&r);
+	return 0;
 }
 
 unsigned long stubcuda_flush_count(void)

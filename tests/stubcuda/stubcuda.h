@@ -21,6 +21,16 @@
  *                                  the default is a fixed 8-GPU table
  *   STUBCUDA_P2P=0|1               cuDeviceCanAccessPeer between two different devices
  *                                  (default 1)
+ *   STUBCUDA_GUARD=1               device memory the CPU cannot touch, as on a GPU:
+ *                                  memory marked as device memory (which must then
+ *                                  start on a page) and cuMemAlloc_v2's blocks are
+ *                                  mapped PROT_NONE, so a CPU load or store there
+ *                                  faults (SIGSEGV), and an EFAULT in the kernel's
+ *                                  hands. The copies reach the bytes through a
+ *                                  second mapping; stubcuda_host_view gives a test
+ *                                  that mapping to fill and check its buffers.
+ *                                  stubcuda_unmark gives the pages back as they were
+ *                                  (read at each mark and cuMemAlloc_v2)
  *   STUBCUDA_LOG=path              append one line per driver call: the exported
  *                                  symbol name ("cuInit", "cuMemcpyDtoHAsync_v2"), and
  *                                  per stub runtime call (see below)
@@ -130,6 +140,11 @@ typedef unsigned long (*stubcuda_rt_call_count_fn)(const char *name);
 typedef void (*stubcuda_rt_enter_fn)(const char *name);
 typedef void (*stubcuda_rt_leave_fn)(void);
 
+/* Where the CPU may read and write the device memory at p: with STUBCUDA_GUARD
+ * the second mapping of its bytes, otherwise p itself (also for memory the stub
+ * does not know). */
+typedef void *(*stubcuda_host_view_fn)(const void *p);
+
 #define STUBCUDA_SYM_MARK_DEVICE "stubcuda_mark_device"
 #define STUBCUDA_SYM_MARK_DEVICE_ON "stubcuda_mark_device_on"
 #define STUBCUDA_SYM_FAIL_COPIES "stubcuda_fail_copies"
@@ -138,5 +153,6 @@ typedef void (*stubcuda_rt_leave_fn)(void);
 #define STUBCUDA_SYM_FLUSH_COUNT "stubcuda_flush_count"
 #define STUBCUDA_SYM_CALL_COUNT "stubcuda_call_count"
 #define STUBCUDA_SYM_RT_CALL_COUNT "stubcuda_rt_call_count"
+#define STUBCUDA_SYM_HOST_VIEW "stubcuda_host_view"
 
 #endif /* STUBCUDA_H */

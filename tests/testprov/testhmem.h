@@ -75,7 +75,12 @@ int th_trace_level(void);
 	} while (0)
 const char *th_iface_name(enum fi_hmem_iface iface);
 
-struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name);
+/* The base's fi_info for ours: FI_HMEM and FI_MR_HMEM taken out, the base named;
+ * in cuda mode FI_SOURCE added (where caps are given), which the RMA emulation
+ * needs to answer a read request, and FI_MR_VIRT_ADDR taken out: registrations
+ * are addressed by offset (th_rma.c). */
+struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name,
+				enum th_mode mode);
 
 /* fid-level stubs shared by every object */
 int th_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
@@ -141,6 +146,7 @@ struct th_domain {
 	pthread_mutex_t serial;
 	struct th_mr *cuda_mrs;	   /* live CUDA-iface MRs, for address lookups */
 	struct th_cuda_dom *cuda;  /* cuda mode only */
+	struct th_rma_dom *rma;	   /* cuda mode only: remote RMA emulation (th_rma.c) */
 };
 
 /* Around each data call and CQ read: one at a time over shm (serialize). */
@@ -170,6 +176,9 @@ struct th_mr {
 	size_t iov_count;
 	struct iovec iov[TH_IOV_MAX];
 	size_t len;
+	/* cuda mode, remote access: host memory of len bytes registered with the
+	 * base in place of the device memory (th_rma.c moves the bytes) */
+	void *shadow;
 	struct th_mr *next_cuda, *prev_cuda;
 };
 
@@ -226,6 +235,7 @@ struct th_ep {
 	uint64_t tx_op_flags, rx_op_flags;
 	int tx_selective, rx_selective;
 	int p2p_set, p2p_value;
+	int notes_posted; /* cuda mode: notice receives posted at enable (th_rma.c) */
 };
 
 static inline int th_mr_is_cuda(const struct th_mr *mr)
@@ -280,6 +290,17 @@ struct th_op {
 	struct iovec iov[TH_IOV_MAX]; /* caller's buffers */
 	int iov_dev[TH_IOV_MAX];      /* device of each, -1: host memory */
 	struct th_op *next_free;
+	/* remote RMA (th_rma.c): base operations still to complete (the last one
+	 * finishes the op), whether the caller already saw an error, the id the
+	 * target pairs the parts by, and what a read posts once the target is ready */
+	atomic_int parts;
+	int reported;
+	uint64_t id;
+	struct th_ep *ep;
+	fi_addr_t dest;
+	struct fi_rma_iov remote;
+	uint64_t base_flags;
+	struct th_op *next_defer;
 };
 
 /* Why a copy failed: the CUresult and a sentence for fi_cq_strerror. */
@@ -315,5 +336,36 @@ int th_cuda_copy(struct th_domain *dom, int dev, void *dst, const void *src, siz
  * -FI_EIO with *err filled when a copy failed (the op is freed all the same). */
 int th_op_finish(struct th_domain *dom, struct th_op *op, size_t len, int copy,
 		 struct th_copy_err *err);
+/* The op's index in the domain's table, and back (NULL: not an op in use). */
+uint32_t th_op_index(struct th_domain *dom, const struct th_op *op);
+struct th_op *th_op_at(struct th_domain *dom, uint32_t index);
+
+/* ---- cuda mode: remote RMA into and out of device memory (th_rma.c) ---- */
+
+/* The tag bit kept from the caller in cuda mode: notices travel with it. */
+#define TH_NOTICE_TAG (1ULL << 63)
+
+int th_rma_domain_init(struct th_domain *dom);
+void th_rma_domain_fini(struct th_domain *dom);
+/* Registration: the shadow of a CUDA MR that allows remote access (cuda mode),
+ * to be registered with the base instead; NULL with *err when there is none to
+ * be had (-FI_EOPNOTSUPP: the base addresses MRs by virtual address). */
+void *th_rma_shadow_alloc(struct th_domain *dom, size_t len, int *err);
+/* Endpoint: posts its notice receives (at enable); forgets it (before close). */
+void th_rma_ep_enable(struct th_ep *ep);
+void th_rma_ep_close(struct th_ep *ep);
+/* Posts an RMA of op (bounce filled for a write) to dest's riov: the base write
+ * with its notice, or the read request. Returns 0 or the base's error. */
+ssize_t th_rma_post(struct th_ep *ep, struct th_op *op, int is_read, fi_addr_t dest,
+		    const struct fi_rma_iov *riov, uint64_t data, int has_data, uint64_t flags);
+/* Posts what waited for room (-FI_EAGAIN); each CQ read calls it first. */
+void th_rma_progress(struct th_domain *dom);
+/* A base completion: 0 not the emulation's (the caller handles it); 1 taken;
+ * 2 taken, and *out is the completion the caller gets in its place. */
+int th_rma_comp(struct th_cq *cq, const struct fi_cq_tagged_entry *e, fi_addr_t src,
+		struct fi_cq_tagged_entry *out);
+/* A base error completion: 0 not the emulation's; 1 taken (nothing for the
+ * caller); 2 rewritten in place for the caller. */
+int th_rma_comp_err(struct th_cq *cq, struct fi_cq_err_entry *e);
 
 #endif /* TESTHMEM_H */

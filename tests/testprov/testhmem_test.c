@@ -652,6 +652,27 @@ static int verify(const void *buf, size_t len, unsigned seed, size_t from, int d
 	return 0;
 }
 
+/* Drives both sides until buf holds pattern(seed) (a write with no event at the
+ * target lands as the target reads its CQ), then checks it; at most 30 s. */
+static void wait_bytes(const void *buf, size_t len, unsigned seed, int dev, const char *what)
+{
+	unsigned char *tmp = malloc(len ? len : 1);
+	time_t start = time(NULL);
+	size_t i;
+
+	for (;;) {
+		mem_read(tmp, buf, len, dev);
+		for (i = 0; i < len && tmp[i] == pattern(i, seed); i++)
+			;
+		if (i == len || time(NULL) - start > 30)
+			break;
+		poll_cq(&A, &pend_a);
+		poll_cq(&B, &pend_b);
+	}
+	free(tmp);
+	verify(buf, len, seed, 0, dev, what);
+}
+
 /* Host mode promises "no CUDA calls": the provider must not even have loaded the
  * driver (tests put the stub on LD_LIBRARY_PATH so that it could have). A
  * libfabric with CUDA support of its own (2.x built --with-cuda) loads the
@@ -1102,38 +1123,84 @@ static int test_xfer(void)
 	/* 9: a desc that does not cover the buffer is refused */
 	CHECK_RET(fi_tsend(A.ep, a_host, 64, a_desc, A.peer, 14, &ctx[17]), -FI_EINVAL);
 
-	/* 10: RMA. Host mode: into the peer's "device" buffer (GPUDirect-like). Cuda mode:
-	 * the base cannot touch device memory of the target, so the target is host. */
+	/* 10: RMA into and out of the peer's "device" buffer, then its host buffer. Host
+	 * mode: the base reaches the "device" memory itself (GPUDirect-like). Cuda mode:
+	 * it never touches a device address (STUBCUDA_GUARD makes a stray access fault);
+	 * the target moves the bytes between the device and a host shadow when its CQ is
+	 * read: a write before its CQ data completion is handed out, a plain write and an
+	 * inject at the next reads, a read before it is answered. */
 	if (rma) {
-		char *tgt = cuda_mode() ? b_host : b_dev;
-		struct fid_mr *tmr = cuda_mode() ? bh_mr : b_mr;
-		int tdev = !cuda_mode();
-		uint64_t key = fi_mr_key(tmr);
+		int t;
 
-		fill(a_dev, 40000, 91, 1);
-		zero(tgt, 40000, tdev);
-		POST(fi_write(A.ep, a_dev, 40000, a_desc, A.peer, rma_addr(tgt, 0), key, &ctx[18]));
-		c = wait_comp(&A, &ctx[18]);
-		CHECK(c.flags & FI_RMA);
-		verify(tgt, 40000, 91, 0, tdev, "fi_write");
+		for (t = 0; t < 2; t++) {
+			int tdev = t == 0, land = cuda_mode() && tdev;
+			char *tgt = tdev ? b_dev : b_host;
+			uint64_t key = fi_mr_key(tdev ? b_mr : bh_mr);
+			const char *where = tdev ? "device" : "host";
 
-		fill(tgt + 50000, 30000, 92, tdev);
-		zero(a_dev + 65536, 30000, 1);
-		POST(fi_read(A.ep, a_dev + 65536, 30000, a_desc, A.peer, rma_addr(tgt + 50000, 50000),
-			     key, &ctx[19]));
-		wait_comp(&A, &ctx[19]);
-		verify(a_dev + 65536, 30000, 92, 0, 1, "fi_read");
-		ex.cuda_writes++;
-		ex.cuda_reads++;
-		ex.cuda_rma_bytes += 70000;
-		ex.d2h++;
-		ex.h2d++;
+			if (tagged_data) {
+				uint64_t data = 0x5eed0000u + (unsigned)t;
+
+				fill(a_dev, 40000, 91 + t, 1);
+				zero(tgt, 40000, tdev);
+				POST(fi_writedata(A.ep, a_dev, 40000, a_desc, data, A.peer,
+						  rma_addr(tgt, 0), key, &ctx[18]));
+				c = wait_comp(&A, &ctx[18]);
+				CHECK((c.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+				c = wait_comp(&B, NULL);
+				CHECK(c.flags & FI_REMOTE_CQ_DATA);
+				CHECK(c.data == data);
+				if (cuda_mode())
+					CHECK(c.len == 40000);
+				printf("fi_writedata into %s memory: CQ data 0x%llx, len %zu\n", where,
+				       (unsigned long long)c.data, c.len);
+				verify(tgt, 40000, 91 + t, 0, tdev, "fi_writedata");
+				ex.cuda_writes++;
+				ex.cuda_rma_bytes += 40000;
+				ex.d2h++;
+				ex.h2d += land;
+			}
+
+			/* a plain write: no event at the target */
+			fill(a_dev, 20000, 93 + t, 1);
+			zero(tgt + 40000, 20000, tdev);
+			POST(fi_write(A.ep, a_dev, 20000, a_desc, A.peer, rma_addr(tgt + 40000, 40000),
+				      key, &ctx[19]));
+			c = wait_comp(&A, &ctx[19]);
+			CHECK((c.flags & (FI_RMA | FI_WRITE)) == (FI_RMA | FI_WRITE));
+			wait_bytes(tgt + 40000, 20000, 93 + t, tdev, "fi_write");
+			ex.cuda_writes++;
+			ex.cuda_rma_bytes += 20000;
+			ex.d2h++;
+			ex.h2d += land;
+
+			/* an inject from host memory */
+			fill(a_host, 64, 95 + t, 0);
+			zero(tgt + 60000, 64, tdev);
+			POST(fi_inject_write(A.ep, a_host, 64, A.peer, rma_addr(tgt + 60000, 60000),
+					     key));
+			wait_bytes(tgt + 60000, 64, 95 + t, tdev, "fi_inject_write");
+			ex.h2d += land;
+
+			/* a read of what the target's memory holds */
+			fill(tgt + 65536, 30000, 97 + t, tdev);
+			zero(a_dev + 65536, 30000, 1);
+			POST(fi_read(A.ep, a_dev + 65536, 30000, a_desc, A.peer,
+				     rma_addr(tgt + 65536, 65536), key, &ctx[20]));
+			c = wait_comp(&A, &ctx[20]);
+			CHECK((c.flags & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ));
+			verify(a_dev + 65536, 30000, 97 + t, 0, 1, "fi_read");
+			ex.cuda_reads++;
+			ex.cuda_rma_bytes += 30000;
+			ex.d2h += land;
+			ex.h2d++;
+		}
 	}
 
 	/* 11: a cancelled receive completes in error with the caller's context */
-	POST(fi_trecv(B.ep, b_dev, 4096, b_desc, B.peer, 999, 0, &ctx[20]));
-	CHECK_RET(fi_cancel(&B.ep->fid, &ctx[20]), 0);
-	c = wait_comp_err(&B, &ctx[20], FI_ECANCELED);
+	POST(fi_trecv(B.ep, b_dev, 4096, b_desc, B.peer, 999, 0, &ctx[21]));
+	CHECK_RET(fi_cancel(&B.ep->fid, &ctx[21]), 0);
+	c = wait_comp_err(&B, &ctx[21], FI_ECANCELED);
 	ex.cuda_recvs++;
 	ex.cuda_recv_bytes += 4096;
 

@@ -469,6 +469,20 @@ struct th_op *th_op_from_ctx(struct th_domain *dom, void *ctx)
 	return op->in_use ? op : NULL;
 }
 
+uint32_t th_op_index(struct th_domain *dom, const struct th_op *op)
+{
+	return (uint32_t)(op - dom->cuda->ops);
+}
+
+struct th_op *th_op_at(struct th_domain *dom, uint32_t index)
+{
+	struct th_cuda_dom *cd = dom->cuda;
+
+	if (!cd || index >= TH_OPS_PER_DOMAIN || !cd->ops[index].in_use)
+		return NULL;
+	return &cd->ops[index];
+}
+
 struct th_op *th_op_find_user(struct th_domain *dom, void *user_ctx)
 {
 	struct th_cuda_dom *cd = dom->cuda;

@@ -96,6 +96,7 @@ static int th_mr_close(struct fid *fid)
 	th_log("dereg iface=%s len=%zu dom=%u", th_iface_name(mr->iface), mr->len, dom->id);
 	atomic_fetch_sub(&dom->ref, 1);
 	mr->magic = 0;
+	free(mr->shadow);
 	free(mr);
 	return 0;
 }
@@ -152,7 +153,7 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 			 struct fid_mr **mr_fid)
 {
 	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
-	struct iovec iov[TH_IOV_MAX];
+	struct iovec iov[TH_IOV_MAX], shadow_iov;
 	struct fi_mr_attr battr;
 	struct th_mr *mr;
 	size_t i, len = 0;
@@ -193,16 +194,30 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
-	/* underneath, every buffer is host memory to the base provider */
+	/* underneath, every buffer is host memory to the base provider: in cuda
+	 * mode, a device buffer that peers may reach is replaced by its shadow */
 	battr = *attr;
 	battr.mr_iov = iov;
 	battr.iface = FI_HMEM_SYSTEM;
 	battr.device.reserved = 0;
+	if (attr->iface == FI_HMEM_CUDA && dom->rma &&
+	    (attr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+		mr->shadow = th_rma_shadow_alloc(dom, len, &ret);
+		if (!mr->shadow) {
+			free(mr);
+			return ret;
+		}
+		shadow_iov.iov_base = mr->shadow;
+		shadow_iov.iov_len = len;
+		battr.mr_iov = &shadow_iov;
+		battr.iov_count = 1;
+	}
 	ret = fi_mr_regattr(dom->base, &battr, flags & ~(FI_HMEM_DEVICE_ONLY | TH_MR_DMABUF),
 			    &mr->base);
 	if (ret) {
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " failed=%d dom=%u",
 		       th_iface_name(attr->iface), device, len, attr->access, ret, dom->id);
+		free(mr->shadow);
 		free(mr);
 		return ret;
 	}
@@ -233,9 +248,9 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	atomic_fetch_add(&dom->counts[th_mr_is_cuda(mr) ? TH_IF_CUDA : TH_IF_SYSTEM].regs, 1);
 	atomic_fetch_add(&dom->ref, 1);
 	if (mr->iface == FI_HMEM_CUDA && dom->cuda)
-		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u cuda_dev=%d%s",
+		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u cuda_dev=%d%s%s",
 		       th_iface_name(mr->iface), device, len, mr->access, dom->id, cuda_dev,
-		       dmabuf ? " dmabuf=1" : "");
+		       dmabuf ? " dmabuf=1" : "", mr->shadow ? " shadow=1" : "");
 	else
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u%s",
 		       th_iface_name(mr->iface), device, len, mr->access, dom->id,
@@ -578,13 +593,28 @@ static ssize_t th_cq_pop_err(struct th_cq *cq, struct fi_cq_err_entry *buf)
  * ask for, queues an error completion for each op whose copy failed, and stores
  * the rest in the caller's format. */
 static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, ssize_t n,
-			    void *buf, fi_addr_t *src_addr)
+			    void *buf, fi_addr_t *src_addr, const fi_addr_t *srcs)
 {
 	ssize_t i, out = 0;
 
 	for (i = 0; i < n; i++) {
-		struct th_op *op = th_op_from_ctx(cq->domain, ents[i].op_context);
+		struct th_op *op;
+		struct fi_cq_tagged_entry mine;
 
+		switch (th_rma_comp(cq, &ents[i], srcs ? srcs[i] : FI_ADDR_NOTAVAIL, &mine)) {
+		case 1:
+			continue;
+		case 2:
+			th_trace_comp(cq, NULL, mine.op_context, mine.flags, mine.len, 0, 0);
+			th_cq_store(cq->format, buf, (size_t)out, &mine);
+			if (src_addr)
+				src_addr[out] = srcs ? srcs[i] : FI_ADDR_NOTAVAIL;
+			out++;
+			continue;
+		default:
+			break;
+		}
+		op = th_op_from_ctx(cq->domain, ents[i].op_context);
 		if (op) {
 			struct th_op info = *op; /* for the log: op is freed below */
 			struct th_copy_err cerr;
@@ -622,7 +652,7 @@ static ssize_t th_cq_finish(struct th_cq *cq, struct fi_cq_tagged_entry *ents, s
 		}
 		th_cq_store(cq->format, buf, (size_t)out, &ents[i]);
 		if (src_addr)
-			src_addr[out] = src_addr[i];
+			src_addr[out] = srcs ? srcs[i] : src_addr[i];
 		out++;
 	}
 	if (out)
@@ -648,6 +678,7 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
+	fi_addr_t srcs[TH_CQ_BATCH];
 	ssize_t n, out;
 
 	if (!cq->translate) {
@@ -660,14 +691,15 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 	if (count > TH_CQ_BATCH)
 		count = TH_CQ_BATCH;
 	for (;;) {
+		th_rma_progress(cq->domain);
 		/* our error completions first: the caller reads them with readerr */
 		if (atomic_load(&cq->nerrs))
 			return -FI_EAVAIL;
-		n = src_addr ? fi_cq_readfrom(cq->base, ents, count, src_addr)
-			     : fi_cq_read(cq->base, ents, count);
+		/* sources always: a read request is answered to its source */
+		n = fi_cq_readfrom(cq->base, ents, count, srcs);
 		if (n <= 0)
 			return n;
-		out = th_cq_finish(cq, ents, n, buf, src_addr);
+		out = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
 		/* a full batch of completions nobody asked for: there may be more */
 		if (out != -FI_EAGAIN || (size_t)n < count)
 			return out;
@@ -684,6 +716,7 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
+	fi_addr_t srcs[TH_CQ_BATCH];
 	ssize_t n;
 
 	if (!cq->translate) {
@@ -693,15 +726,15 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			th_trace_read(cq, buf, n);
 		return n;
 	}
+	th_rma_progress(cq->domain);
 	if (atomic_load(&cq->nerrs))
 		return -FI_EAVAIL;
 	if (count > TH_CQ_BATCH)
 		count = TH_CQ_BATCH;
-	n = src_addr ? fi_cq_sreadfrom(cq->base, ents, count, src_addr, cond, timeout)
-		     : fi_cq_sread(cq->base, ents, count, cond, timeout);
+	n = fi_cq_sreadfrom(cq->base, ents, count, srcs, cond, timeout);
 	if (n <= 0)
 		return n;
-	return th_cq_finish(cq, ents, n, buf, src_addr);
+	return th_cq_finish(cq, ents, n, buf, src_addr, srcs);
 }
 
 static ssize_t th_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const void *cond,
@@ -744,6 +777,15 @@ static ssize_t th_cq_readerr_unlocked(struct fid_cq *cq_fid, struct fi_cq_err_en
 	pthread_mutex_lock(&cq->err_lock);
 	cq->err_data_ours = NULL;
 	pthread_mutex_unlock(&cq->err_lock);
+	switch (th_rma_comp_err(cq, buf)) {
+	case 1:
+		return -FI_EAGAIN; /* nothing for the caller */
+	case 2:
+		th_trace_comp(cq, NULL, buf->op_context, buf->flags, buf->len, buf->tag, buf->err);
+		return ret;
+	default:
+		break;
+	}
 	op = cq->translate ? th_op_from_ctx(cq->domain, buf->op_context) : NULL;
 	if (!op) {
 		th_trace_comp(cq, NULL, buf->op_context, buf->flags, buf->len, buf->tag, buf->err);
@@ -998,6 +1040,7 @@ static int th_domain_close(struct fid *fid)
 	if (atomic_load(&dom->ref))
 		return -FI_EBUSY;
 	th_log_summary(dom);
+	th_rma_domain_fini(dom);
 	th_cuda_domain_fini(dom); /* bounce buffers are registered with the base domain */
 	ret = fi_close(&dom->base->fid);
 	if (ret)
@@ -1110,7 +1153,7 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
-	binfo = th_info_to_base(info, fab->base_name);
+	binfo = th_info_to_base(info, fab->base_name, th_mode_from_env());
 	if (!binfo) {
 		free(dom);
 		return -FI_ENOMEM;
@@ -1137,6 +1180,11 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	pthread_mutexattr_destroy(&ma);
 	if (dom->mode == TH_MODE_CUDA) {
 		ret = th_cuda_domain_init(dom);
+		if (!ret) {
+			ret = th_rma_domain_init(dom);
+			if (ret)
+				th_cuda_domain_fini(dom);
+		}
 		if (ret) {
 			th_log("error domain-open mode=cuda ret=%d", ret);
 			fi_close(&dom->base->fid);

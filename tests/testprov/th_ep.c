@@ -386,14 +386,43 @@ static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 	return ret;
 }
 
-static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *x)
+/* cuda mode keeps TH_NOTICE_TAG for its notices: a caller's send may not carry
+ * it, a caller's receive never matches it. Returns 0 or -FI_EINVAL. */
+static int th_tag_guard(struct th_ep *ep, const struct th_xfer *x, struct th_xfer *own)
+{
+	if (!ep->domain->rma || !x->tagged)
+		return 0;
+	if (!x->is_recv) {
+		if (x->tag & TH_NOTICE_TAG) {
+			th_log("error tag-reserved op=%s tag=0x%llx dom=%u", x->name,
+			       (unsigned long long)x->tag, ep->domain->id);
+			return -FI_EINVAL;
+		}
+		return 0;
+	}
+	*own = *x;
+	own->tag &= ~TH_NOTICE_TAG;
+	own->ignore &= ~TH_NOTICE_TAG;
+	return 0;
+}
+
+static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *xin)
 {
 	struct th_domain *dom = ep->domain;
 	void *bdesc[TH_IOV_MAX];
 	int dev[TH_IOV_MAX], first_dev = -1;
 	struct th_mr *mr, *cmr = NULL;
 	size_t i, total = 0;
+	struct th_xfer own;
+	const struct th_xfer *x = xin;
 	ssize_t ret;
+
+	own.name = NULL;
+	ret = th_tag_guard(ep, xin, &own);
+	if (ret)
+		return ret;
+	if (own.name)
+		x = &own;
 
 	if (x->count > TH_IOV_MAX || (x->count && !x->iov))
 		return -FI_EINVAL;
@@ -498,6 +527,11 @@ static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged
 	void *tmp = NULL;
 	ssize_t ret;
 
+	if (dom->rma && tagged && (tag & TH_NOTICE_TAG)) {
+		th_log("error tag-reserved op=%s tag=0x%llx dom=%u", name, (unsigned long long)tag,
+		       dom->id);
+		return -FI_EINVAL;
+	}
 	if (mr && dom->cuda) {
 		if (len > 65536)
 			return -FI_EINVAL; /* larger than any inject_size here */
@@ -725,6 +759,7 @@ struct th_rma {
 	uint64_t data;
 	void *context;
 	uint64_t flags; /* TH_CALL_MSG: the caller's */
+	int inject;	/* an inject: no completion, any size the bounce takes */
 };
 
 static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int *dev,
@@ -745,6 +780,8 @@ static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int
 	size_t i;
 
 	flags = th_xfer_flags(ep, &x, &want);
+	if (r->inject)
+		want = 0;
 	op = th_op_get(dom);
 	if (!op)
 		return -FI_EAGAIN;
@@ -784,7 +821,11 @@ static ssize_t th_rma_bounce(struct th_ep *ep, const struct th_rma *r, const int
 	m.rma_iov_count = r->rma_count;
 	m.context = op;
 	m.data = r->data;
-	ret = r->is_read ? fi_readmsg(ep->base, &m, flags) : fi_writemsg(ep->base, &m, flags);
+	if (dom->rma)
+		ret = th_rma_post(ep, op, r->is_read, r->addr, r->rma_iov, r->data,
+				  !!(flags & FI_REMOTE_CQ_DATA), flags);
+	else
+		ret = r->is_read ? fi_readmsg(ep->base, &m, flags) : fi_writemsg(ep->base, &m, flags);
 	if (ret) {
 		th_bounce_put(dom, b);
 		th_op_put(dom, op);
@@ -828,7 +869,15 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 		total += r->iov[i].iov_len;
 	}
 
-	if (dom->cuda && cmr) {
+	if (dom->rma) {
+		/* every RMA: the target may be device memory (th_rma.c) */
+		if (r->rma_count != 1) {
+			th_log("error rma-segments op=%s count=%zu dom=%u", r->name, r->rma_count,
+			       dom->id);
+			return -FI_EINVAL;
+		}
+		ret = th_rma_bounce(ep, r, dev, first_dev, total);
+	} else if (dom->cuda && cmr) {
 		ret = th_rma_bounce(ep, r, dev, first_dev, total);
 	} else if (r->is_read) {
 		if (r->call == TH_CALL_PLAIN)
@@ -877,7 +926,7 @@ static ssize_t th_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_
 	struct iovec iov = { buf, len };
 	struct fi_rma_iov riov = { addr, len, key };
 	struct th_rma r = { "read", 1, TH_CALL_PLAIN, &iov, &desc, 1, src, &riov, 1, 0,
-			    context, 0 };
+			    context, 0, 0 };
 
 	return th_rma(th_ep_of(ep), &r);
 }
@@ -887,7 +936,7 @@ static ssize_t th_readv(struct fid_ep *ep, const struct iovec *iov, void **desc,
 {
 	struct fi_rma_iov riov = { addr, 0, key };
 	struct th_rma r = { "readv", 1, TH_CALL_V, iov, desc, count, src, &riov, 1, 0,
-			    context, 0 };
+			    context, 0, 0 };
 	size_t i;
 
 	for (i = 0; iov && i < count; i++)
@@ -899,7 +948,7 @@ static ssize_t th_readmsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint6
 {
 	struct th_rma r = { "readmsg", 1, TH_CALL_MSG, msg->msg_iov, msg->desc, msg->iov_count,
 			    msg->addr, msg->rma_iov, msg->rma_iov_count, msg->data,
-			    msg->context, flags };
+			    msg->context, flags, 0 };
 
 	return th_rma(th_ep_of(ep), &r);
 }
@@ -910,7 +959,7 @@ static ssize_t th_write(struct fid_ep *ep, const void *buf, size_t len, void *de
 	struct iovec iov = { (void *)buf, len };
 	struct fi_rma_iov riov = { addr, len, key };
 	struct th_rma r = { "write", 0, TH_CALL_PLAIN, &iov, &desc, 1, dest, &riov, 1, 0,
-			    context, 0 };
+			    context, 0, 0 };
 
 	return th_rma(th_ep_of(ep), &r);
 }
@@ -920,7 +969,7 @@ static ssize_t th_writev(struct fid_ep *ep, const struct iovec *iov, void **desc
 {
 	struct fi_rma_iov riov = { addr, 0, key };
 	struct th_rma r = { "writev", 0, TH_CALL_V, iov, desc, count, dest, &riov, 1, 0,
-			    context, 0 };
+			    context, 0, 0 };
 	size_t i;
 
 	for (i = 0; iov && i < count; i++)
@@ -932,7 +981,7 @@ static ssize_t th_writemsg(struct fid_ep *ep, const struct fi_msg_rma *msg, uint
 {
 	struct th_rma r = { "writemsg", 0, TH_CALL_MSG, msg->msg_iov, msg->desc, msg->iov_count,
 			    msg->addr, msg->rma_iov, msg->rma_iov_count, msg->data,
-			    msg->context, flags };
+			    msg->context, flags, 0 };
 
 	return th_rma(th_ep_of(ep), &r);
 }
@@ -944,7 +993,7 @@ static ssize_t th_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 	struct iovec iov = { (void *)buf, len };
 	struct fi_rma_iov riov = { addr, len, key };
 	struct th_rma r = { "writedata", 0, TH_CALL_DATA, &iov, &desc, 1, dest, &riov, 1, data,
-			    context, 0 };
+			    context, 0, 0 };
 
 	return th_rma(th_ep_of(ep), &r);
 }
@@ -972,6 +1021,25 @@ static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t 
 	void *tmp = NULL;
 	ssize_t ret;
 
+	if (dom->rma) {
+		/* as a write with no completion (th_rma.c) */
+		struct iovec iov = { (void *)buf, len };
+		struct fi_rma_iov riov = { addr, len, key };
+		struct th_rma r = { "inject_write", 0, has_data ? TH_CALL_DATA : TH_CALL_PLAIN,
+				    &iov, NULL, 1, dest, &riov, 1, data, NULL, 0, 1 };
+		int dev = mr ? mr->cuda_dev : -1;
+
+		ret = th_rma_bounce(ep, &r, &dev, dev, len);
+		if (!ret) {
+			struct th_counters *c = &dom->counts[mr ? TH_IF_CUDA : TH_IF_SYSTEM];
+
+			atomic_fetch_add(&c->writes, 1);
+			atomic_fetch_add(&c->rma_bytes, len);
+			atomic_fetch_add(&c->injects, 1);
+		}
+		th_trace_post(dom, "inject_write", mr != NULL, dev, len, 0, NULL, ret);
+		return ret;
+	}
 	if (mr && dom->cuda) {
 		if (len > 65536)
 			return -FI_EINVAL;
@@ -1325,6 +1393,7 @@ static int th_ep_close(struct fid *fid)
 	size_t i;
 	int ret;
 
+	th_rma_ep_close(ep);
 	ret = fi_close(&ep->base->fid);
 	if (ret)
 		return ret;
@@ -1419,8 +1488,10 @@ static int th_ep_control(struct fid *fid, int command, void *arg)
 	switch (command) {
 	case FI_ENABLE:
 		ret = fi_enable(ep->base);
-		if (!ret)
+		if (!ret) {
 			ep->enabled = 1;
+			th_rma_ep_enable(ep);
+		}
 		return ret;
 	case FI_SETOPSFLAG:
 		ret = fi_control(&ep->base->fid, command, arg);
@@ -1465,7 +1536,7 @@ int th_endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	binfo = th_info_to_base(info, dom->fabric->base_name);
+	binfo = th_info_to_base(info, dom->fabric->base_name, dom->mode);
 	if (!binfo) {
 		free(ep);
 		return -FI_ENOMEM;

@@ -207,15 +207,22 @@ static int th_set_prov_name(struct fi_info *info, const char *name)
 
 /* A copy of one of our entries (or hints) as the base provider must see it:
  * without FI_HMEM/FI_MR_HMEM, named after the base. */
-struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name)
+struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name,
+				enum th_mode mode)
 {
 	struct fi_info *b = fi_dupinfo(info);
 
 	if (!b)
 		return NULL;
 	th_caps_edit(b, FI_HMEM, 0);
+	if (mode == TH_MODE_CUDA && b->caps)
+		b->caps |= FI_SOURCE;
 	if (b->domain_attr)
 		b->domain_attr->mr_mode &= ~FI_MR_HMEM;
+	/* cuda mode: remote RMA reaches a device buffer's shadow by offset, which
+	 * the initiator can give without knowing where the shadow is */
+	if (mode == TH_MODE_CUDA && b->domain_attr)
+		b->domain_attr->mr_mode &= ~FI_MR_VIRT_ADDR;
 	if (b->ep_attr && b->ep_attr->type == FI_EP_UNSPEC)
 		b->ep_attr->type = FI_EP_RDM;
 	if (th_set_prov_name(b, base_name)) {
@@ -223,6 +230,24 @@ struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_nam
 		return NULL;
 	}
 	return b;
+}
+
+/* What cuda mode changes in an entry we offer: FI_SOURCE, which it asks of the
+ * base, only if the caller asked too; and the tag format one bit narrower, the
+ * top bit being the notices' (TH_NOTICE_TAG, th_rma.c). */
+static void th_cuda_mode_info(struct fi_info *info, const struct fi_info *hints)
+{
+	uint64_t fmt;
+
+	if (hints && hints->caps && !(hints->caps & FI_SOURCE))
+		th_caps_edit(info, FI_SOURCE, 0);
+	if (!info->ep_attr)
+		return;
+	fmt = info->ep_attr->mem_tag_format;
+	/* 0 and the "generic" patterns leave all 64 bits to the caller */
+	if (!fmt || fmt == 0xaaaaaaaaaaaaaaaaULL || fmt == 0x5555555555555555ULL)
+		fmt = ~0ULL;
+	info->ep_attr->mem_tag_format = fmt & ~TH_NOTICE_TAG;
 }
 
 static _Thread_local int th_in_getinfo;
@@ -233,6 +258,7 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 	struct fi_info *bhints, *binfo = NULL, *cur, *out = NULL, **tail = &out;
 	char base[TH_NAME_MAX];
 	int want_hmem = 0, want_mr_hmem = 0, plain = 0, ret;
+	int cuda = th_mode_from_env() == TH_MODE_CUDA;
 
 	*info = NULL;
 	/* belt and braces: the nested fi_getinfo names the base, never us */
@@ -249,7 +275,7 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 		want_hmem = !!(th_all_caps(hints) & FI_HMEM);
 		want_mr_hmem = want_hmem && hints->domain_attr &&
 			       (hints->domain_attr->mr_mode & FI_MR_HMEM);
-		bhints = th_info_to_base(hints, base);
+		bhints = th_info_to_base(hints, base, th_mode_from_env());
 	} else {
 		bhints = fi_allocinfo();
 		if (bhints && th_set_prov_name(bhints, base)) {
@@ -303,6 +329,8 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 			return -FI_ENOMEM;
 		}
 		th_caps_edit(dup, FI_HMEM | TH_UNSUPPORTED_CAPS, want_hmem ? FI_HMEM : 0);
+		if (cuda)
+			th_cuda_mode_info(dup, hints);
 		if (want_mr_hmem)
 			dup->domain_attr->mr_mode |= FI_MR_HMEM;
 		*tail = dup;

@@ -35,6 +35,7 @@ struct hm_stub {
 	stubcuda_mark_device_fn mark;
 	stubcuda_unmark_fn unmark;
 	stubcuda_flush_count_fn flush_count;
+	stubcuda_host_view_fn view;
 };
 
 /* FH_OK with the stub found, its "device memory" wired into ck->mem and a
@@ -56,7 +57,8 @@ static int hm_setup(ck_t *ck, struct hm_stub *st)
 	*(void **)&st->mark = dlsym(st->dl, STUBCUDA_SYM_MARK_DEVICE);
 	*(void **)&st->unmark = dlsym(st->dl, STUBCUDA_SYM_UNMARK);
 	*(void **)&st->flush_count = dlsym(st->dl, STUBCUDA_SYM_FLUSH_COUNT);
-	if (!st->mark || !st->unmark || !st->flush_count) {
+	*(void **)&st->view = dlsym(st->dl, STUBCUDA_SYM_HOST_VIEW);
+	if (!st->mark || !st->unmark || !st->flush_count || !st->view) {
 		dlclose(st->dl);
 		st->dl = NULL;
 		return fh_skip(r, "the loaded libcuda.so.1 is not the stub CUDA driver (no %s): these "
@@ -83,6 +85,7 @@ static int hm_setup(ck_t *ck, struct hm_stub *st)
 	ck->mem.type = NCCL_PTR_CUDA;
 	ck->mem.mark = st->mark;
 	ck->mem.unmark = st->unmark;
+	ck->mem.view = st->view;
 	return FH_OK;
 }
 

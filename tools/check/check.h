@@ -33,11 +33,13 @@ struct ck_case;
 /* Memory the ck_side_* helpers allocate: host memory unless a case sets type
  * to NCCL_PTR_CUDA; then each region is marked as device memory with mark
  * (the stub CUDA driver's stubcuda_mark_device, see cases_hmem.c), registered
- * as NCCL_PTR_CUDA, and unmarked when released. */
+ * as NCCL_PTR_CUDA, and unmarked when released. With STUBCUDA_GUARD the CPU
+ * cannot touch marked memory: the helpers fill and check it through view. */
 typedef struct ck_mem {
 	int type; /* 0 or NCCL_PTR_HOST: host; NCCL_PTR_CUDA: "GPU" memory */
 	int (*mark)(void *p, size_t len);
 	int (*unmark)(void *p);
+	void *(*view)(const void *p); /* where the CPU reaches marked memory (or NULL) */
 } ck_mem_t;
 
 typedef struct ck {
@@ -96,6 +98,7 @@ typedef struct ck_side {
 	fh_op_t *ops;
 	int type;   /* how buf was registered: NCCL_PTR_HOST or NCCL_PTR_CUDA */
 	int (*unmark)(void *p); /* set while buf is marked as device memory */
+	unsigned char *cpu; /* where the CPU fills and checks buf.ptr's bytes */
 } ck_side_t;
 
 int ck_side_send(ck_t *ck, ck_side_t *s, void *sc, int n, const size_t *sizes,

@@ -82,6 +82,7 @@ static int ck_side_alloc(ck_t *ck, ck_side_t *s, void *comm, int n, const size_t
 		return fh_fail(ck->r, "cannot map a %zu-byte buffer", total);
 	fh_pattern_fill(s->buf.ptr, total, CK_GAP_SEED);
 	s->type = NCCL_PTR_HOST;
+	s->cpu = s->buf.ptr;
 	if (ck->mem.type == NCCL_PTR_CUDA) {
 		/* "GPU" memory: host memory the stub CUDA driver reports as device memory. */
 		if (!ck->mem.mark || ck->mem.mark(s->buf.ptr, total))
@@ -89,6 +90,8 @@ static int ck_side_alloc(ck_t *ck, ck_side_t *s, void *comm, int n, const size_t
 				       (void *)s->buf.ptr);
 		s->unmark = ck->mem.unmark;
 		s->type = NCCL_PTR_CUDA;
+		if (ck->mem.view)
+			s->cpu = ck->mem.view(s->buf.ptr);
 		ncclResult_t rc = fh_net_reg_mr(ck->net, comm, s->buf.ptr, total, NCCL_PTR_CUDA,
 						&s->buf.mh);
 		if (rc != ncclSuccess)
@@ -110,7 +113,7 @@ int ck_side_send(ck_t *ck, ck_side_t *s, void *sc, int n, const size_t *sizes,
 	if (ck_side_alloc(ck, s, sc, n, sizes, 0, seeds))
 		return FH_FAIL;
 	for (int i = 0; i < n; i++) {
-		fh_pattern_fill(s->buf.ptr + s->off[i], s->len[i], s->seed[i]);
+		fh_pattern_fill(s->cpu + s->off[i], s->len[i], s->seed[i]);
 		fh_op_send(&s->ops[i], sc, s->buf.ptr + s->off[i], s->len[i], tag, s->buf.mh);
 	}
 	return FH_OK;
@@ -132,7 +135,7 @@ int ck_side_recv(ck_t *ck, ck_side_t *s, void *rc, int n, const size_t *sizes, s
 /* Explain a wrong slice: another message's data? never written? */
 static void ck_explain(const ck_side_t *s, int i, size_t bad, char *out, size_t len)
 {
-	const unsigned char *p = s->buf.ptr + s->off[i];
+	const unsigned char *p = s->cpu + s->off[i];
 	out[0] = '\0';
 	size_t probe = s->len[i] < 32 ? s->len[i] : 32;
 	for (int j = 0; j < s->n && probe; j++) {
@@ -150,7 +153,7 @@ static void ck_explain(const ck_side_t *s, int i, size_t bad, char *out, size_t 
 int ck_side_verify(ck_t *ck, ck_side_t *s, const char *what)
 {
 	for (int i = 0; i < s->n; i++) {
-		const unsigned char *p = s->buf.ptr + s->off[i];
+		const unsigned char *p = s->cpu + s->off[i];
 		size_t bad;
 		if (fh_pattern_check(p, s->len[i], s->seed[i], &bad)) {
 			char why[128];
@@ -163,14 +166,16 @@ int ck_side_verify(ck_t *ck, ck_side_t *s, const char *what)
 		}
 		/* Bytes between the posted size and the next slice. */
 		for (size_t o = s->off[i] + s->post[i]; o < s->off[i + 1]; o++) {
-			if (s->buf.ptr[o] != fh_pattern_byte(CK_GAP_SEED, o))
+			if (s->cpu[o] != fh_pattern_byte(CK_GAP_SEED, o))
 				return fh_fail(ck->r, "%s: message %d/%d: byte %zu past the end of the "
 						      "posted %zu-byte buffer was overwritten",
 					       what, i, s->n, o - s->off[i] - s->post[i], s->post[i]);
 		}
 	}
+	/* guarded device memory: its trailing guard shares the last page, which the
+	 * CPU cannot read; ck_side_release checks the guards once it is unmarked */
 	long gbad;
-	if (fh_buf_guard_check(&s->buf, &gbad))
+	if (s->cpu == s->buf.ptr && fh_buf_guard_check(&s->buf, &gbad))
 		return fh_fail(ck->r, "%s: guard byte at offset %ld of the %zu-byte region overwritten",
 			       what, gbad, s->buf.size);
 	return FH_OK;
@@ -184,8 +189,13 @@ int ck_side_release(ck_t *ck, ck_side_t *s)
 		if (rc != ncclSuccess)
 			ret = fh_fail(ck->r, "deregMr() returned %s", fh_result_str(rc));
 	}
-	if (s->unmark && s->buf.ptr)
+	if (s->unmark && s->buf.ptr) {
 		s->unmark(s->buf.ptr);
+		long gbad;
+		if (s->cpu != s->buf.ptr && fh_buf_guard_check(&s->buf, &gbad))
+			ret = fh_fail(ck->r, "guard byte at offset %ld of the %zu-byte device region "
+					     "overwritten", gbad, s->buf.size);
+	}
 	fh_buf_free(&s->buf);
 	free(s->off);
 	free(s->len);
