@@ -389,6 +389,7 @@ struct cr_thread {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	int rounds;
 	double close_max; /* the slowest close */
+	int both;	  /* 1: each rank sends and receives; 2: ... in bursts closed at once */
 	int ret;
 };
 
@@ -419,136 +420,258 @@ static int cr_wait(struct cr_thread *w, void *req, size_t want, const char *what
 	}
 }
 
-/* Rank 0's side of one round; all: every message is received (the last round). */
-static int cr_send_round(struct cr_thread *w, int round, int all)
+/* The data of message i of a round, from rank `from` to rank `to`. */
+static uint64_t cr_seed(struct cr_thread *w, int from, int to, int round, int i)
+{
+	return ck_seed(w->ck, from, to, 200 + w->t, round * CR_MSGS + i);
+}
+
+/* One direction of a round: the buffers and requests of a comm. */
+struct cr_dir {
+	void *comm;
+	int n; /* buffers mapped and registered */
+	fh_buf_t b[CR_MSGS];
+	void *req[CR_MSGS];
+};
+
+/* Connects to the peer's listen comm (sc) and/or accepts on our own (rc),
+ * alternately as NCCL does, until each asked for is done. */
+static int cr_link(struct cr_thread *w, int round, void **sc, void **rc)
 {
 	ck_t *ck = w->ck;
-	fh_net_t *net = ck->net;
-	void *sc = NULL;
-	int timed_out = 0;
-	fh_stage(ck->r, "thread %d round %d: connect", w->t, round);
-	ncclResult_t res = fh_connect_until(ck->r, net, ck->dev, w->handle, &sc,
-					    30.0 * ck->r->timeout_mult, &timed_out);
-	if (res != ncclSuccess || !sc)
-		return fh_fail(ck->r, "thread %d round %d: connecting again to the same peer %s",
-			       w->t, round, timed_out ? "did not finish" : fh_result_str(res));
-	fh_buf_t b[CR_MSGS];
-	void *req[CR_MSGS] = {0};
-	for (int i = 0; i < CR_MSGS; i++) {
+	double until = fh_now() + 30.0 * ck->r->timeout_mult;
+	unsigned idle = 0;
+	fh_stage(ck->r, "thread %d round %d: %s", w->t, round,
+		 sc && rc ? "connect and accept" : sc ? "connect" : "accept");
+	while ((sc && !*sc) || (rc && !*rc)) {
+		if (sc && !*sc &&
+		    ck_ok(ck, fh_net_connect(ck->net, ck->net->ctx, ck->dev, w->handle, sc),
+			  "connect() again"))
+			return FH_FAIL;
+		if (rc && !*rc && ck_ok(ck, fh_net_accept(ck->net, w->lc, rc), "accept()"))
+			return FH_FAIL;
+		if (((sc && !*sc) || (rc && !*rc)) && fh_now() > until)
+			return fh_fail(ck->r, "thread %d round %d: connecting again to the same peer "
+					      "did not finish within %.0f s (send comm %s, receive comm %s)",
+				       w->t, round, 30.0 * ck->r->timeout_mult, sc && !*sc ? "missing" : "up",
+				       rc && !*rc ? "missing" : "up");
+		fh_relax(&idle);
+	}
+	return FH_OK;
+}
+
+/* Maps and registers n buffers of the round's sizes on d->comm. */
+static int cr_bufs(struct cr_thread *w, struct cr_dir *d, int n)
+{
+	ck_t *ck = w->ck;
+	for (int i = 0; i < n; i++) {
 		size_t len = ck_cap(ck, cr_sizes[i]);
-		if (fh_buf_alloc(&b[i], len, 0))
+		if (fh_buf_alloc(&d->b[i], len, 0))
 			return fh_fail(ck->r, "cannot map a buffer");
-		fh_pattern_fill(b[i].ptr, len, ck_seed(ck, 0, 1, 200 + w->t, round * CR_MSGS + i));
-		if (ck_ok(ck, fh_buf_reg(net, &b[i], sc, 0), "regMr()"))
+		d->n = i + 1;
+		if (ck_ok(ck, fh_buf_reg(ck->net, &d->b[i], d->comm, 0), "regMr()"))
 			return FH_FAIL;
 	}
-	/* Every message in order; one above the eager limit waits for its
-	 * receive, and once the receiver stops posting, is given up after a
-	 * moment (the later eager ones still go). */
-	int last = all ? CR_MSGS : CR_TAKEN;
+	return FH_OK;
+}
+
+/* Posts every message in order; those past `last` need not start (one above
+ * the eager limit waits for a receive the peer never posts, and is given up
+ * after a moment; the later eager ones still go). */
+static int cr_post_sends(struct cr_thread *w, struct cr_dir *d, int round, int last, int to)
+{
+	ck_t *ck = w->ck;
+	if (cr_bufs(w, d, CR_MSGS))
+		return FH_FAIL;
 	for (int i = 0; i < CR_MSGS; i++) {
+		fh_buf_t *b = &d->b[i];
+		fh_pattern_fill(b->ptr, b->size, cr_seed(w, ck->r->rank, to, round, i));
 		double until = fh_now() + (i < last ? 30.0 * ck->r->timeout_mult : 0.02);
 		unsigned idle = 0;
-		while (!req[i]) {
-			if (ck_ok(ck, fh_net_isend(net, sc, b[i].ptr, b[i].size, CK_TAG, b[i].mh, &req[i]),
-				  "isend()"))
+		while (!d->req[i]) {
+			if (ck_ok(ck, fh_net_isend(ck->net, d->comm, b->ptr, b->size, CK_TAG, b->mh,
+						   &d->req[i]), "isend()"))
 				return FH_FAIL;
-			if (req[i] || fh_now() > until)
+			if (d->req[i] || fh_now() > until)
 				break;
 			fh_relax(&idle);
 		}
-		if (!req[i] && i < last)
+		if (!d->req[i] && i < last)
 			return fh_fail(ck->r, "thread %d round %d: isend() of message %d (%zu bytes) "
-					  "got no request", w->t, round, i, b[i].size);
+					      "got no request", w->t, round, i, b->size);
 	}
-	for (int i = 0; i < last; i++)
-		if (cr_wait(w, req[i], b[i].size, "send", round, i))
+	return FH_OK;
+}
+
+static int cr_post_recvs(struct cr_thread *w, struct cr_dir *d, int round, int posted)
+{
+	ck_t *ck = w->ck;
+	if (cr_bufs(w, d, posted))
+		return FH_FAIL;
+	for (int i = 0; i < posted; i++) {
+		fh_buf_t *b = &d->b[i];
+		memset(b->ptr, 0xee, b->size);
+		void *data[1] = {b->ptr};
+		size_t sz[1] = {b->size};
+		int tags[1] = {CK_TAG};
+		void *mh[1] = {b->mh};
+		double until = fh_now() + 30.0 * ck->r->timeout_mult;
+		unsigned idle = 0;
+		while (!d->req[i]) {
+			if (ck_ok(ck, fh_net_irecv(ck->net, d->comm, 1, data, sz, tags, mh, &d->req[i]),
+				  "irecv()"))
+				return FH_FAIL;
+			if (!d->req[i] && fh_now() > until)
+				return fh_fail(ck->r, "thread %d round %d: irecv() got no request", w->t,
+					       round);
+			if (!d->req[i])
+				fh_relax(&idle);
+		}
+	}
+	return FH_OK;
+}
+
+/* Waits for the first n receives and checks their bytes (from: the sender). */
+static int cr_take(struct cr_thread *w, struct cr_dir *d, int round, int n, int from)
+{
+	ck_t *ck = w->ck;
+	for (int i = 0; i < n; i++) {
+		if (cr_wait(w, d->req[i], d->b[i].size, "receive", round, i))
 			return FH_FAIL;
+		size_t bad = 0;
+		if (fh_pattern_check(d->b[i].ptr, d->b[i].size, cr_seed(w, from, ck->r->rank, round, i),
+				     &bad))
+			return fh_fail(ck->r, "thread %d round %d: message %d (%zu bytes) is corrupt at "
+					      "byte %zu", w->t, round, i, d->b[i].size, bad);
+	}
+	return FH_OK;
+}
+
+/* Deregisters, closes the comm with what is still in flight, and unmaps the
+ * buffers: a provider still using one faults (or fails with "Bad address"). */
+static int cr_close(struct cr_thread *w, struct cr_dir *d, int is_send, int round)
+{
+	ck_t *ck = w->ck;
 	int inflight = 0;
-	for (int i = last; i < CR_MSGS; i++)
-		inflight += req[i] != NULL;
-	fh_stage(ck->r, "thread %d round %d: closeSend with %d send(s) in flight", w->t, round,
-		 inflight);
 	for (int i = 0; i < CR_MSGS; i++)
-		if (ck_ok(ck, fh_buf_dereg(net, &b[i]), "deregMr() with sends in flight"))
+		inflight += d->req[i] != NULL;
+	for (int i = 0; i < d->n; i++)
+		if (ck_ok(ck, fh_buf_dereg(ck->net, &d->b[i]),
+			  is_send ? "deregMr() with sends in flight" : "deregMr() with receives in flight"))
 			return FH_FAIL;
+	fh_stage(ck->r, "thread %d round %d: close%s with %d request(s) not yet tested done", w->t,
+		 round, is_send ? "Send" : "Recv", inflight);
 	double t0 = fh_now();
-	if (ck_ok(ck, fh_net_close_send(net, sc), "closeSend() with sends in flight"))
+	if (ck_ok(ck, is_send ? fh_net_close_send(ck->net, d->comm) : fh_net_close_recv(ck->net, d->comm),
+		  is_send ? "closeSend() with sends in flight" : "closeRecv() with receives in flight"))
 		return FH_FAIL;
 	double dt = fh_now() - t0;
 	if (dt > w->close_max)
 		w->close_max = dt;
-	for (int i = 0; i < CR_MSGS; i++)
-		fh_buf_free(&b[i]); /* unmapped: a provider still reading it faults */
+	for (int i = 0; i < d->n; i++)
+		fh_buf_free(&d->b[i]);
+	memset(d, 0, sizeof(*d));
 	return FH_OK;
+}
+
+/* Rank 0's side of one round; all: every message is received (the last round). */
+static int cr_send_round(struct cr_thread *w, int round, int all)
+{
+	struct cr_dir d;
+	memset(&d, 0, sizeof(d));
+	int last = all ? CR_MSGS : CR_TAKEN;
+	if (cr_link(w, round, &d.comm, NULL) || cr_post_sends(w, &d, round, last, 1))
+		return FH_FAIL;
+	for (int i = 0; i < last; i++)
+		if (cr_wait(w, d.req[i], d.b[i].size, "send", round, i))
+			return FH_FAIL;
+	return cr_close(w, &d, 1, round);
 }
 
 /* Rank 1's side of one round. */
 static int cr_recv_round(struct cr_thread *w, int round, int all)
 {
+	struct cr_dir d;
+	memset(&d, 0, sizeof(d));
+	if (cr_link(w, round, NULL, &d.comm) ||
+	    cr_post_recvs(w, &d, round, all ? CR_MSGS : CR_POSTED) ||
+	    cr_take(w, &d, round, all ? CR_MSGS : CR_TAKEN, 0))
+		return FH_FAIL;
+	return cr_close(w, &d, 0, round);
+}
+
+/* Both ranks alike (close-reconnect/both): a send comm to the peer and a
+ * receive comm from it; each posts its receives, then its sends, takes part of
+ * what comes, and closes both with sends and receives in flight (half the
+ * threads the send comm first); the last round moves everything. */
+static int cr_both_round(struct cr_thread *w, int round, int all)
+{
+	int peer = 1 - w->ck->r->rank, last = all ? CR_MSGS : CR_TAKEN;
+	struct cr_dir tx, rx;
+	memset(&tx, 0, sizeof(tx));
+	memset(&rx, 0, sizeof(rx));
+	if (cr_link(w, round, &tx.comm, &rx.comm) ||
+	    cr_post_recvs(w, &rx, round, all ? CR_MSGS : CR_POSTED) ||
+	    cr_post_sends(w, &tx, round, last, peer) || cr_take(w, &rx, round, last, peer))
+		return FH_FAIL;
+	for (int i = 0; i < last; i++)
+		if (cr_wait(w, tx.req[i], tx.b[i].size, "send", round, i))
+			return FH_FAIL;
+	if (w->t % 2)
+		return cr_close(w, &rx, 0, round) || cr_close(w, &tx, 1, round) ? FH_FAIL : FH_OK;
+	return cr_close(w, &tx, 1, round) || cr_close(w, &rx, 0, round) ? FH_FAIL : FH_OK;
+}
+
+/* What another plugin's suite does (close-reconnect/burst): both ranks link
+ * both ways; rank 0 posts CR_BURST sends of 1 MiB, rank 1 as many receives,
+ * and each closes its comms at once, deregistered first, nothing tested. */
+#define CR_BURST 32
+static int cr_burst_round(struct cr_thread *w, int round)
+{
 	ck_t *ck = w->ck;
-	fh_net_t *net = ck->net;
-	void *rc = NULL;
-	double until = fh_now() + 30.0 * ck->r->timeout_mult;
-	unsigned idle = 0;
-	fh_stage(ck->r, "thread %d round %d: accept", w->t, round);
-	while (!rc) {
-		if (ck_ok(ck, fh_net_accept(net, w->lc, &rc), "accept()"))
-			return FH_FAIL;
-		if (!rc && fh_now() > until)
-			return fh_fail(ck->r, "thread %d round %d: no connection within %.0f s", w->t,
-				       round, 30.0 * ck->r->timeout_mult);
-		if (!rc)
-			fh_relax(&idle);
-	}
-	int posted = all ? CR_MSGS : CR_POSTED, taken = all ? CR_MSGS : CR_TAKEN;
-	fh_buf_t b[CR_MSGS];
-	void *req[CR_MSGS] = {0};
-	for (int i = 0; i < posted; i++) {
-		size_t len = ck_cap(ck, cr_sizes[i]);
-		if (fh_buf_alloc(&b[i], len, 0))
+	int me = ck->r->rank;
+	size_t len = ck_cap(ck, 1 * MiB);
+	struct cr_dir tx, rx, *d;
+	memset(&tx, 0, sizeof(tx));
+	memset(&rx, 0, sizeof(rx));
+	if (cr_link(w, round, &tx.comm, &rx.comm))
+		return FH_FAIL;
+	d = me == 0 ? &tx : &rx;
+	fh_buf_t bufs[CR_BURST];
+	void *req[CR_BURST] = {0};
+	for (int i = 0; i < CR_BURST; i++) {
+		if (fh_buf_alloc(&bufs[i], len, 0))
 			return fh_fail(ck->r, "cannot map a buffer");
-		memset(b[i].ptr, 0xee, len);
-		if (ck_ok(ck, fh_buf_reg(net, &b[i], rc, 0), "regMr()"))
+		fh_pattern_fill(bufs[i].ptr, len, cr_seed(w, 0, 1, round, i));
+		if (ck_ok(ck, fh_buf_reg(ck->net, &bufs[i], d->comm, 0), "regMr()"))
 			return FH_FAIL;
-		void *data[1] = {b[i].ptr};
-		size_t sz[1] = {len};
-		int tags[1] = {CK_TAG};
-		void *mh[1] = {b[i].mh};
-		double u = fh_now() + 30.0 * ck->r->timeout_mult;
-		idle = 0;
-		while (!req[i]) {
-			if (ck_ok(ck, fh_net_irecv(net, rc, 1, data, sz, tags, mh, &req[i]), "irecv()"))
+		if (me == 0) {
+			if (ck_ok(ck, fh_net_isend(ck->net, d->comm, bufs[i].ptr, len, CK_TAG, bufs[i].mh,
+						   &req[i]), "isend()"))
 				return FH_FAIL;
-			if (!req[i] && fh_now() > u)
-				return fh_fail(ck->r, "thread %d round %d: irecv() got no request", w->t,
-					       round);
-			if (!req[i])
-				fh_relax(&idle);
+		} else {
+			void *data[1] = {bufs[i].ptr};
+			size_t sz[1] = {len};
+			int tags[1] = {CK_TAG};
+			void *mh[1] = {bufs[i].mh};
+			if (ck_ok(ck, fh_net_irecv(ck->net, d->comm, 1, data, sz, tags, mh, &req[i]),
+				  "irecv()"))
+				return FH_FAIL;
 		}
 	}
-	for (int i = 0; i < taken; i++) {
-		if (cr_wait(w, req[i], b[i].size, "receive", round, i))
+	for (int i = 0; i < CR_BURST; i++)
+		if (ck_ok(ck, fh_buf_dereg(ck->net, &bufs[i]), "deregMr() with operations in flight"))
 			return FH_FAIL;
-		size_t bad = 0;
-		if (fh_pattern_check(b[i].ptr, b[i].size,
-				     ck_seed(ck, 0, 1, 200 + w->t, round * CR_MSGS + i), &bad))
-			return fh_fail(ck->r, "thread %d round %d: message %d (%zu bytes) is corrupt at "
-					  "byte %zu", w->t, round, i, b[i].size, bad);
-	}
-	fh_stage(ck->r, "thread %d round %d: closeRecv with %d receive(s) in flight", w->t, round,
-		 posted - taken);
-	for (int i = 0; i < posted; i++)
-		if (ck_ok(ck, fh_buf_dereg(net, &b[i]), "deregMr() with receives in flight"))
-			return FH_FAIL;
+	fh_stage(ck->r, "thread %d round %d: closeSend and closeRecv at once", w->t, round);
 	double t0 = fh_now();
-	if (ck_ok(ck, fh_net_close_recv(net, rc), "closeRecv() with a receive in flight"))
+	if (ck_ok(ck, fh_net_close_send(ck->net, tx.comm), "closeSend() with sends in flight") ||
+	    ck_ok(ck, fh_net_close_recv(ck->net, rx.comm), "closeRecv() with receives in flight"))
 		return FH_FAIL;
 	double dt = fh_now() - t0;
 	if (dt > w->close_max)
 		w->close_max = dt;
-	for (int i = 0; i < posted; i++)
-		fh_buf_free(&b[i]);
+	for (int i = 0; i < CR_BURST; i++)
+		fh_buf_free(&bufs[i]);
 	return FH_OK;
 }
 
@@ -558,7 +681,10 @@ static void *cr_main(void *arg)
 	int me = w->ck->r->rank;
 	for (int round = 0; round <= w->rounds; round++) {
 		int all = round == w->rounds;
-		if (me == 0 ? cr_send_round(w, round, all) : cr_recv_round(w, round, all)) {
+		int rc = w->both == 2 && !all ? cr_burst_round(w, round) :
+			 w->both ? cr_both_round(w, round, all) :
+			 me == 0 ? cr_send_round(w, round, all) : cr_recv_round(w, round, all);
+		if (rc) {
 			w->ret = FH_FAIL;
 			return NULL;
 		}
@@ -567,29 +693,38 @@ static void *cr_main(void *arg)
 }
 
 /* arg: rounds per thread (closes with operations in flight), then one more
- * that moves every message. */
-static int ck_close_reconnect(ck_t *ck)
+ * that moves every message; both: each rank sends and receives (its own
+ * listen comm per thread, handles swapped). */
+static int cr_run(ck_t *ck, int both)
 {
 	fh_rank_t *r = ck->r;
-	int me = r->rank;
+	int me = r->rank, peer = 1 - me;
 	struct cr_thread w[CR_THREADS];
 	memset(w, 0, sizeof(w));
 	for (int t = 0; t < CR_THREADS; t++) {
 		w[t].ck = ck;
 		w[t].t = t;
+		w[t].both = both;
 		w[t].rounds = (int)ck->c->arg;
-		if (me == 1 && ck_ok(ck, fh_net_listen(ck->net, ck->net->ctx, ck->dev, w[t].handle,
-						       &w[t].lc), "listen()"))
+		if ((both || me == 1) &&
+		    ck_ok(ck, fh_net_listen(ck->net, ck->net->ctx, ck->dev, w[t].handle, &w[t].lc),
+			  "listen()"))
 			return FH_FAIL;
 	}
 	for (int t = 0; t < CR_THREADS; t++) {
-		if (me == 1 && fh_oob_send(r, 0, w[t].handle, sizeof(w[t].handle)))
+		char theirs[NCCL_NET_HANDLE_MAXSIZE];
+		if ((both || me == 1) && fh_oob_send(r, peer, w[t].handle, sizeof(w[t].handle)))
 			return FH_FAIL;
-		if (me == 0 && fh_oob_recv(r, 1, w[t].handle, sizeof(w[t].handle)))
+		if ((both || me == 0) && fh_oob_recv(r, peer, theirs, sizeof(theirs)))
 			return FH_FAIL;
+		/* w.handle: the peer's listen comm, where this thread connects */
+		if (both || me == 0)
+			memcpy(w[t].handle, theirs, sizeof(theirs));
 	}
-	/* a close that gave up waiting for the provider to let go of a buffer */
+	/* a close that gave up waiting for the provider to let go of a buffer,
+	 * and a reset of a connection to a peer that is alive (closing too) */
 	fh_log_watch("still use NCCL's buffers");
+	fh_log_keep("TCP connection");
 	pthread_t th[CR_THREADS];
 	for (int t = 0; t < CR_THREADS; t++)
 		if (pthread_create(&th[t], NULL, cr_main, &w[t]))
@@ -603,18 +738,39 @@ static int ck_close_reconnect(ck_t *ck)
 			close_max = w[t].close_max;
 	}
 	unsigned long gave_up = fh_log_watch_count();
+	char reset[512];
+	fh_log_kept(reset, sizeof(reset));
 	fh_log_watch(NULL);
+	fh_log_keep(NULL);
 	if (failed || fh_failed(r))
 		return FH_FAIL;
 	if (gave_up)
 		return fh_fail(r, "%lu close(s) returned while the provider could still use NCCL's "
 				  "buffers (slowest close %.2f s)", gave_up, close_max);
+	if (reset[0])
+		return fh_fail(r, "a close reset the TCP connection to a peer that is alive: %s", reset);
 	for (int t = 0; t < CR_THREADS; t++)
-		if (me == 1 && ck_ok(ck, fh_net_close_listen(ck->net, w[t].lc), "closeListen()"))
+		if ((both || me == 1) &&
+		    ck_ok(ck, fh_net_close_listen(ck->net, w[t].lc), "closeListen()"))
 			return FH_FAIL;
-	fh_note(r, "%d threads x %d closes in flight + 1 full round; slowest close%s %.2f s",
-		CR_THREADS, (int)ck->c->arg, me == 0 ? "Send" : "Recv", close_max);
+	fh_note(r, "%d threads x %d closes in flight + 1 full round; slowest close %.2f s",
+		CR_THREADS, (int)ck->c->arg, close_max);
 	return fh_oob_barrier(r);
+}
+
+static int ck_close_reconnect(ck_t *ck)
+{
+	return cr_run(ck, 0);
+}
+
+static int ck_close_reconnect_both(ck_t *ck)
+{
+	return cr_run(ck, 1);
+}
+
+static int ck_close_reconnect_burst(ck_t *ck)
+{
+	return cr_run(ck, 2);
 }
 
 /* ------------------------------------------------------------ table */
@@ -648,6 +804,14 @@ static const ck_case_t ck_errors[] = {
 			    "its receive comm with a receive in flight), then connect again to the "
 			    "same peer, 6 times; received data checked, buffers unmapped at close",
 	 2, ALLV, 0, 0, ck_close_reconnect, 6},
+	{"close-reconnect/both", "4 threads on each rank send and receive, close both comms with "
+				 "sends and receives in flight, connect again, 20 times; received "
+				 "data checked, buffers unmapped at close, no reset of a live peer",
+	 2, ALLV, 0, 0, ck_close_reconnect_both, 20},
+	{"close-reconnect/burst", "4 threads link both ways; rank 0 posts 32 sends of 1 MiB, rank 1 "
+				  "32 receives, both deregister and close at once, 20 times; then "
+				  "every message both ways, checked; no reset of a live peer",
+	 2, ALLV, 0, 0, ck_close_reconnect_burst, 20},
 };
 
 const ck_case_t *ck_cases_errors(int *n)
