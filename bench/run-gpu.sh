@@ -134,6 +134,7 @@
 #   TORCH_PATHS          paths for the torch stage (default 'fabric-tcp fabric-shm
 #                        fabric-gpu')
 #   RUN_TIMEOUT          seconds for one benchmark run (default 540)
+#   TORCH_TIMEOUT        seconds torch_check gives one collective (default 180)
 #   FABRIC_NGPUS         use only the first N GPUs (default: all visible)
 #   TIME_BUDGET          seconds for this whole invocation: runs that would not
 #                        fit are skipped, as failed (default 0 = no limit;
@@ -1051,7 +1052,7 @@ stage_torch() {
 			continue
 		}
 		timeout -k 10 "$RUN_LIMIT" env "${UNSET[@]}" "${ENV_RUN[@]}" PYTHONUNBUFFERED=1 \
-			"$PYTHON" "$REPO/bench/torch_check.py" --timeout 180 \
+			"$PYTHON" "$REPO/bench/torch_check.py" --timeout "${TORCH_TIMEOUT:-180}" \
 			$( ((${FABRIC_VHOSTS:-0} >= 2)) && echo "--vhosts $FABRIC_VHOSTS") >"$out" 2>&1 || rc=$?
 		{
 			echo "== torch_check through $path (exit $rc)"

@@ -490,10 +490,13 @@ int ofi_mr_get(struct ofi_domain *dom, void *addr, size_t len, enum fi_hmem_ifac
 int ofi_mr_get_dmabuf(struct ofi_domain *dom, void *addr, size_t len, int fd, uint64_t offset,
 		      int device, struct ofi_mr **out)
 {
-	/* The DMA-BUF describes exactly [addr, addr+len) of the GPU's memory; a
+	/* The registration is [addr, addr+len) of the GPU's memory, which starts
+	 * offset bytes into the DMA-BUF; libfabric takes base_addr as the start of
+	 * the DMA-BUF, so the region's virtual address is base_addr + offset. A
 	 * later regMr of that range (or inside it) shares the registration. The
 	 * fd is only needed during the call (NCCL closes it right after). */
-	struct ofi_mr_dmabuf d = { .fd = fd, .offset = offset, .len = len, .base_addr = addr };
+	struct ofi_mr_dmabuf d = { .fd = fd, .offset = offset, .len = len,
+				   .base_addr = (char *)addr - offset };
 	return mr_get(dom, addr, len, FI_HMEM_CUDA, device, &d, out);
 }
 

@@ -1659,10 +1659,11 @@ static int test_copyerr(void)
 	wait_comp(&A, &ctx[1]);
 
 	/* 0b: a DMA-BUF registration (FI_MR_DMABUF of libfabric 1.20, as the plugin
-	 * makes for NCCL_PTR_DMABUF) is taken by its address range */
+	 * makes for NCCL_PTR_DMABUF) is taken by its address range: offset bytes
+	 * past base_addr, the start of the DMA-BUF */
 	{
 		struct { int fd; uint64_t offset; size_t len; void *base_addr; } dmabuf = {
-			-1, 0, 65536, b_dev + (2u << 20)
+			-1, 1u << 20, 65536, b_dev + (1u << 20)
 		};
 		struct fi_mr_attr attr = { .mr_iov = (const struct iovec *)(const void *)&dmabuf,
 					   .iov_count = 1, .access = FI_SEND | FI_RECV,

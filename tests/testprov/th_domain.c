@@ -174,8 +174,9 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 			const struct th_mr_dmabuf *d = (const struct th_mr_dmabuf *)base + i;
 
 			/* the fd is only needed by a NIC; the address range is what
-			 * the copies and the base registration use */
-			iov[i].iov_base = d->base_addr;
+			 * the copies and the base registration use: it starts offset
+			 * bytes into the DMA-BUF, whose start is base_addr */
+			iov[i].iov_base = (char *)d->base_addr + d->offset;
 			iov[i].iov_len = d->len;
 		} else {
 			iov[i] = attr->mr_iov[i];

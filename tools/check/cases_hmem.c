@@ -14,9 +14,11 @@
 #include "check.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stubcuda.h"
 
@@ -359,6 +361,81 @@ static int hm_reg(ck_t *ck)
 	return FH_OK;
 }
 
+/* ------------------------------------------------------------ dmabuf */
+
+/* NCCL's regMrDmaBuf: the buffer starts offset bytes into the DMA-BUF. Rank 0
+ * sends from such a GPU buffer, rank 1 receives into one, sizes up to 1 MiB
+ * (the larger ones as RMA writes where the provider takes them), every byte
+ * checked: a registration taken at the wrong address moves the wrong bytes. */
+static int hm_dmabuf(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	struct hm_stub st;
+	int ret = hm_setup(ck, &st);
+	if (ret)
+		return ret;
+	if (!(ck->props.ptrSupport & NCCL_PTR_DMABUF)) {
+		hm_teardown(ck, &st);
+		return fh_skip(r, "device %d does not advertise NCCL_PTR_DMABUF (ptrSupport 0x%x)",
+			       ck->dev, ck->props.ptrSupport);
+	}
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (fh_link(r, ck->net, ck->dev, me == 0 ? 1 : -1, me == 1 ? 0 : -1, &sc, &rc))
+		return FH_FAIL;
+	static const size_t base[] = {1, 4095, 64 * KiB, 1 * MiB};
+	enum { N = sizeof(base) / sizeof(base[0]), OFF = 3 * 4096 };
+	size_t max = ck_cap(ck, 1 * MiB);
+	fh_buf_t b;
+	if (fh_buf_alloc(&b, OFF + max, 0))
+		return fh_fail(r, "cannot map %zu bytes", OFF + max);
+	if (st.mark(b.ptr, OFF + max))
+		return fh_fail(r, "stubcuda_mark_device(%p, %zu) failed", (void *)b.ptr, OFF + max);
+	unsigned char *data = b.ptr + OFF, *cpu = (unsigned char *)st.view(b.ptr) + OFF;
+	/* any open fd: the provider under test needs none to reach the memory */
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	void *comm = me == 0 ? sc : rc, *mh = NULL;
+	fh_stage(r, "regMrDmaBuf(%zu bytes, %d bytes into the DMA-BUF)", max, (int)OFF);
+	if (ck_ok(ck, fh_net_reg_mr_dmabuf(ck->net, comm, data, max, NCCL_PTR_CUDA, OFF, fd, &mh),
+		  "regMrDmaBuf()")) {
+		close(fd);
+		return FH_FAIL;
+	}
+	close(fd);
+	for (int i = 0; i < N; i++) {
+		size_t len = ck_cap(ck, base[i]);
+		uint64_t seed = ck_seed(ck, 0, 1, 60, i);
+		fh_op_t op;
+		if (me == 0) {
+			fh_pattern_fill(cpu, len, seed);
+			fh_op_send(&op, sc, data, len, CK_TAG, mh);
+		} else {
+			memset(cpu, 0xee, max);
+			fh_op_recv(&op, rc, data, max, CK_TAG, mh);
+			op.expect[0] = len;
+		}
+		fh_stage(r, "message %d: %zu bytes %s a DMA-BUF GPU buffer", i, len,
+			 me == 0 ? "from" : "into");
+		if (fh_ops_run(r, ck->net, &op, 1, 1))
+			return FH_FAIL;
+		size_t bad;
+		if (me == 1 && fh_pattern_check(cpu, len, seed, &bad))
+			return fh_fail(r, "message %d (%zu bytes) into the DMA-BUF buffer: byte %zu is wrong "
+					  "(0x%02x, expected 0x%02x): the registration reached other memory",
+				       i, len, bad, cpu[bad], fh_pattern_byte(seed, bad));
+		if (fh_oob_barrier(r))
+			return FH_FAIL;
+	}
+	if (ck_ok(ck, fh_net_dereg_mr(ck->net, comm, mh), "deregMr(DMA-BUF)"))
+		return FH_FAIL;
+	st.unmark(b.ptr);
+	fh_buf_free(&b);
+	if (ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	hm_teardown(ck, &st);
+	return FH_OK;
+}
+
 /* ------------------------------------------------------------ table */
 
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
@@ -372,6 +449,8 @@ static const ck_case_t ck_hmem[] = {
 	 "iflush each", 2, ALLV, 0, 0, hm_grouped, 0},
 	{"hmem/reg", "regMr(NCCL_PTR_CUDA) of host memory fails; of device memory succeeds", 1,
 	 ALLV, 0, 0, hm_reg, 0},
+	{"hmem/dmabuf", "regMrDmaBuf of GPU buffers 12 KiB into their DMA-BUF, 1 B..1 MiB from one "
+			"and into the other, every byte", 2, ALLV, 0, 0, hm_dmabuf, 0},
 };
 
 const ck_case_t *ck_cases_hmem(int *n)

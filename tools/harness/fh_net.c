@@ -550,6 +550,16 @@ ncclResult_t fh_net_reg_mr(fh_net_t *net, void *comm, void *data, size_t size, i
 	return rc;
 }
 
+ncclResult_t fh_net_reg_mr_dmabuf(fh_net_t *net, void *comm, void *data, size_t size, int type,
+				  uint64_t offset, int fd, void **mhandle)
+{
+	ncclResult_t rc = ncclSuccess;
+	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc),
+		    rc = t->regMrDmaBuf ? t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle)
+					: ncclInvalidUsage);
+	return rc;
+}
+
 ncclResult_t fh_net_dereg_mr(fh_net_t *net, void *comm, void *mhandle)
 {
 	ncclResult_t rc = ncclSuccess;

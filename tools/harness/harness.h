@@ -158,6 +158,10 @@ ncclResult_t fh_net_accept(fh_net_t *net, void *lcomm, void **rcomm);
  * without calling the plugin. */
 ncclResult_t fh_net_reg_mr(fh_net_t *net, void *comm, void *data, size_t size, int type,
 			   void **mhandle);
+/* regMrDmaBuf: data lies offset bytes into the DMA-BUF fd (ncclInvalidUsage
+ * where the table has none). */
+ncclResult_t fh_net_reg_mr_dmabuf(fh_net_t *net, void *comm, void *data, size_t size, int type,
+				  uint64_t offset, int fd, void **mhandle);
 ncclResult_t fh_net_dereg_mr(fh_net_t *net, void *comm, void *mhandle);
 ncclResult_t fh_net_isend(fh_net_t *net, void *scomm, void *data, size_t size, int tag,
 			  void *mhandle, void **request);
