@@ -168,6 +168,7 @@ struct ofi_domain {
 	bool split;
 	pthread_mutex_t zombie_lock;
 	struct dlist zombies;       /* closed objects waiting for their last completion */
+	_Atomic uint64_t zombie_check_ns; /* when progress looks at them again (coarse clock) */
 	void *flush_page;           /* RDMA-read flushes land here (GPU memory only) */
 	struct ofi_mr *flush_mr;
 	pthread_mutex_t buf_lock;   /* bounce buffers */
@@ -197,6 +198,9 @@ void ofi_domain_unregister(struct ofi_domain *dom, struct ofi_obj *obj);
 /* The owner registered under id, or NULL; caller holds dom->id_lock. */
 void *ofi_domain_lookup_locked(struct ofi_domain *dom, uint32_t id);
 int ofi_domain_nobjs(struct ofi_domain *dom);
+/* Calls visit(owner, arg) for each registered object, under id_lock (visit
+ * takes no lock of the plugin's). */
+void ofi_domain_visit(struct ofi_domain *dom, void (*visit)(void *owner, void *arg), void *arg);
 
 /* Whether an entry can take large messages as RMA writes with CQ data: the
  * write capabilities, 8 bytes of CQ data, and no receive consumed for it. */
@@ -558,11 +562,22 @@ int ofi_ep_drain_start(struct ofi_ep *ep, uint64_t key_mask, ofi_drain_keep_fn k
 
 /* Zombies: an object whose owner closed it while operations were still posted.
  * It stays linked on the domain until zombie->pending drops to zero (then the
- * progress of any of its endpoints frees it) or the domain closes. */
+ * progress of any of its endpoints frees it) or the domain closes. One with an
+ * expire callback holds operations of its own that must not stay posted for
+ * good (a closed receive's sink: each takes one of the provider's receive
+ * entries): expire is called once, at expire_ns (coarse clock), or sooner
+ * when such zombies hold more than OFI_ZOMBIE_TIMED_OPS operations (the
+ * oldest first); it cancels them, and their completions then bring pending to
+ * zero. Called with zombie_lock held and no CQ lock. */
+#define OFI_ZOMBIE_TIMED_OPS 256
+#define OFI_ZOMBIE_CHECK_NS 100000000ULL /* zombies looked at without completions */
 struct ofi_zombie {
 	struct dlist link;
 	atomic_int *pending;        /* operations still posted */
 	void (*release)(struct ofi_zombie *z);
+	void (*expire)(struct ofi_zombie *z);
+	uint64_t expire_ns;         /* 0: none */
+	atomic_bool expired;
 };
 void ofi_domain_add_zombie(struct ofi_domain *dom, struct ofi_zombie *z);
 

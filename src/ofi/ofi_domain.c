@@ -309,6 +309,17 @@ void ofi_domain_unregister(struct ofi_domain *dom, struct ofi_obj *obj)
 	pthread_mutex_unlock(&dom->id_lock);
 }
 
+void ofi_domain_visit(struct ofi_domain *dom, void (*visit)(void *owner, void *arg), void *arg)
+{
+	pthread_mutex_lock(&dom->id_lock);
+	for (int b = 0; b < OFI_ID_BUCKETS; b++) {
+		struct dlist *it;
+		dlist_foreach(&dom->ids[b], it)
+			visit(container_of(it, struct ofi_obj, link)->owner, arg);
+	}
+	pthread_mutex_unlock(&dom->id_lock);
+}
+
 int ofi_domain_nobjs(struct ofi_domain *dom)
 {
 	pthread_mutex_lock(&dom->id_lock);

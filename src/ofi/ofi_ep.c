@@ -208,19 +208,37 @@ void ofi_domain_add_zombie(struct ofi_domain *dom, struct ofi_zombie *z)
 	pthread_mutex_unlock(&dom->zombie_lock);
 }
 
+/* Frees the zombies whose operations are all done and expires those that are
+ * due (struct ofi_zombie). Expire runs under zombie_lock, which keeps the
+ * zombie from being freed meanwhile; no thread takes zombie_lock while it
+ * holds a CQ lock, which expire's cancels take. */
 static void reap_zombies(struct ofi_domain *dom)
 {
 	struct dlist *it, *tmp;
 	struct dlist done;
+	uint64_t now = util_coarse_ns();
+	int timed = 0;
 	dlist_init(&done);
 	pthread_mutex_lock(&dom->zombie_lock);
+	dlist_foreach(&dom->zombies, it) {
+		struct ofi_zombie *z = container_of(it, struct ofi_zombie, link);
+		if (z->expire && !atomic_load(&z->expired))
+			timed += atomic_load(z->pending);
+	}
 	dlist_foreach_safe(&dom->zombies, it, tmp) {
 		struct ofi_zombie *z = container_of(it, struct ofi_zombie, link);
-		if (atomic_load(z->pending) == 0) {
+		int pending = atomic_load(z->pending);
+		if (pending == 0) {
 			dlist_remove(&z->link);
 			dlist_insert_tail(&done, &z->link);
+		} else if (z->expire && !atomic_load(&z->expired) &&
+			   (now >= z->expire_ns || timed > OFI_ZOMBIE_TIMED_OPS)) {
+			atomic_store(&z->expired, true);
+			timed -= pending;
+			z->expire(z);
 		}
 	}
+	atomic_store(&dom->zombie_check_ns, now + OFI_ZOMBIE_CHECK_NS);
 	pthread_mutex_unlock(&dom->zombie_lock);
 	while ((it = dlist_pop_head(&done)))
 		container_of(it, struct ofi_zombie, link)->release(container_of(it, struct ofi_zombie, link));
@@ -315,7 +333,8 @@ int ofi_ep_progress(struct ofi_ep *ep)
 		if (atomic_load(&ep->pools[k]->retry))
 			pool_repost_waiting(ep->pools[k]);
 	pthread_mutex_unlock(&ep->cq_lock);
-	if (total && !dlist_empty(&ep->dom->zombies))
+	if (!dlist_empty(&ep->dom->zombies) &&
+	    (total || util_coarse_ns() >= atomic_load(&ep->dom->zombie_check_ns)))
 		reap_zombies(ep->dom);
 	return total;
 }

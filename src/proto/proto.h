@@ -56,12 +56,18 @@
 #define PROTO_CTS_PER_SEND 4
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
-/* Over TCP sockets: how long the kernel lets the peer's connection go
- * unacknowledged before resetting it (TCP_USER_TIMEOUT), during that wait
- * and after it; and how long close then waits for the reset. */
-#define PROTO_RESET_ARM_MS 2000u
+/* How long a closed receive comm keeps its sink posted (proto_recv.sink):
+ * past the sender's own close wait, nothing it posted before can still come
+ * but from a peer that stopped. */
+#define PROTO_SINK_NS (2 * PROTO_CLOSE_WAIT_NS)
+/* Over TCP sockets, after that wait: how long the kernel lets the peer's
+ * connection go unacknowledged before resetting it (TCP_USER_TIMEOUT), and
+ * how long close then waits for the reset. */
 #define PROTO_RESET_TIMEOUT_MS 1000u
 #define PROTO_RESET_WAIT_NS (4ULL * 1000000000ULL)
+/* ... and only when the peer showed no sign of life for this long (a peer
+ * that is alive, closing too, is never reset: proto_comm.c, comm_may_reset). */
+#define PROTO_CLOSE_QUIET_NS (3ULL * 1000000000ULL)
 /* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before
  * connect fails: the listener's endpoint answers within its idle-read
  * interval, so silence means nothing listens at that address (a stale or
@@ -148,7 +154,9 @@ struct proto_comm {
 	struct ofi_op ping_op, pong_op, bye_op, stop_op;
 	struct proto_ping ping_msg, pong_msg, bye_msg, stop_msg;
 	atomic_flag alive_busy;    /* one thread at a time runs the liveness check */
-	uint64_t ping_ns;          /* when the last ping was posted */
+	uint64_t ping_ns;          /* when the last ping was tried */
+	uint64_t ping_sent_ns;     /* ... and posted (a provider busy with bulk data answers
+				    * -FI_EAGAIN: an unasked peer is never judged) */
 	uint64_t probe_ns;         /* since when pings go unanswered (0: not probing) */
 	_Atomic uint64_t exit_check_ns; /* when proto_comm_exited last looked (shm) */
 	atomic_int dead;           /* the FI_* error that showed the peer is gone, or 0 */
@@ -295,9 +303,14 @@ struct proto_recv {
 	atomic_bool peer_stopped;  /* ... which arrived: it writes no more */
 	char peer_text[64];
 	struct proto_seq_table seq;
-	void *sink;                /* closing: where cancelled receives drain */
+	/* Closing: what the sender may still send drains into sink, each
+	 * cancelled receive posted again there (proto_recv_req.sunk), until
+	 * sink_done (PROTO_SINK_NS, or sooner when closed comms hold many sink
+	 * receives: struct ofi_zombie) cancels them for good. */
+	void *sink;
 	size_t sink_len;
 	struct ofi_mr *sink_mr;
+	atomic_bool sink_done;
 	struct proto_recv_req reqs[PROTO_RECV_REQS];
 };
 
@@ -420,6 +433,10 @@ int proto_comm_alive(struct proto_comm *c);
  * comm dead; returns its FI_* error, or 0. */
 int proto_comm_exited(struct proto_comm *c);
 #define PROTO_EXIT_CHECK_NS 10000000ULL
+/* The latest sign of life of c's peer on c or any other open comm of this
+ * endpoint to the same peer; *others (if given): how many such comms there
+ * are. Walks the domain's registry: for rare decisions, not the data path. */
+uint64_t proto_peer_last_ns(struct proto_comm *c, int *others);
 
 /* What the operations of a comm whose peer is gone fail with (dead: the FI_*
  * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings

@@ -232,6 +232,23 @@ static void recv_prepare_sink(struct proto_recv *r)
 	r->sink_len = need;
 }
 
+/* The sink's time is up (struct ofi_zombie's expire): its receives are
+ * cancelled, and their completions end the zombie. */
+static void recv_sink_expire(struct ofi_zombie *z)
+{
+	struct proto_comm *c = container_of(z, struct proto_comm, zombie);
+	struct proto_recv *r = container_of(c, struct proto_recv, c);
+	atomic_store(&r->sink_done, true);
+	proto_comm_lock_rails(c);
+	for (int i = 0; i < PROTO_RECV_REQS; i++) {
+		uint64_t sunk = atomic_load(&r->reqs[i].sunk);
+		for (int k = 0; k < PROTO_MAX_RECVS; k++)
+			if (sunk >> k & 1)
+				proto_op_cancel(&r->reqs[i].ops[k]);
+	}
+	proto_comm_unlock_rails(c);
+}
+
 /* Operations of a closing comm that still reference the caller's memory. */
 static int comm_user_ops(struct proto_comm *c)
 {
@@ -348,6 +365,62 @@ static fi_addr_t comm_peer(const struct proto_comm *c, int k)
 	return container_of(c, struct proto_recv, c)->peer[k];
 }
 
+/* What this process's other connections say of a comm's peer. */
+struct peer_look {
+	const struct proto_comm *me;
+	int others;         /* open connections on the same endpoint to it */
+	uint64_t last_ns;   /* its latest sign of life, on any of them */
+};
+
+static void peer_look_visit(void *owner, void *arg)
+{
+	struct peer_look *look = arg;
+	const struct proto_comm *c = owner, *me = look->me;
+	if (!c || c == me || c->magic != PROTO_COMM_MAGIC ||
+	    (c->kind != PROTO_SEND && c->kind != PROTO_RECV) || c->rails[0] != me->rails[0] ||
+	    comm_peer(c, 0) != comm_peer(me, 0))
+		return;
+	look->others++;
+	uint64_t last = atomic_load(&c->last_ns);
+	if (last > look->last_ns)
+		look->last_ns = last;
+}
+
+uint64_t proto_peer_last_ns(struct proto_comm *c, int *others)
+{
+	struct peer_look look = { c, 0, atomic_load(&c->last_ns) };
+	ofi_domain_visit(c->ep->dom, peer_look_visit, &look);
+	if (others)
+		*others = look.others;
+	return look.last_ns;
+}
+
+/* Whether a close may reset the TCP connections to its peer: only when that
+ * touches nothing else and the peer is stopped, not merely slow or closing
+ * too. Over TCP one connection carries every comm between two endpoints (rxm,
+ * native tcp), so no other open comm of ours may use it; and the peer must
+ * have shown no sign of life, on this comm or any other to it, for
+ * PROTO_CLOSE_QUIET_NS: a goodbye, a pong, a completion. Says why not, in why. */
+static bool comm_may_reset(struct proto_comm *c, char *why, size_t len)
+{
+	int others;
+	uint64_t last = proto_peer_last_ns(c, &others), now = util_coarse_ns();
+	bool spoke = c->kind == PROTO_SEND &&
+		     atomic_load(&container_of(c, struct proto_send, c)->peer_closed);
+	if (others) {
+		snprintf(why, len, "%d other connection(s) of this process to it share the "
+			 "provider's connection", others);
+		return false;
+	}
+	if (spoke || (last <= now && now - last < PROTO_CLOSE_QUIET_NS)) {
+		snprintf(why, len, "the peer is alive (%s %.1f s ago)",
+			 spoke ? "it said goodbye; last sign of life" : "last sign of life",
+			 (double)(now - last) / 1e9);
+		return false;
+	}
+	return true;
+}
+
 /* Over TCP sockets: has the kernel reset the comm's connections to its peer
  * if nothing of them is acknowledged for timeout_ms; with shut, also shuts
  * down the connections to the peer's endpoint address (ofi_sock.c).
@@ -409,6 +482,10 @@ void proto_comm_retire(struct proto_comm *c)
 				recv_wait_stopped(r);
 		}
 		recv_prepare_sink(r);
+		if (r->sink) {
+			c->zombie.expire = recv_sink_expire;
+			c->zombie.expire_ns = util_coarse_ns() + PROTO_SINK_NS;
+		}
 	}
 	/* control messages and RMA notices for it are dropped from now on */
 	c->closed_id = c->reg.id;
@@ -431,11 +508,10 @@ void proto_comm_retire(struct proto_comm *c)
 	const char *peer = c->peer_text ? c->peer_text : "?";
 	struct ofi_sock_armed armed[PROTO_MAX_RAILS] = {0};
 	bool tcp = c->dev->dom->traits.tcp_sockets, reset = false;
-	if (tcp && comm_user_ops(c) > 0)
-		(void)comm_arm_reset(c, PROTO_RESET_ARM_MS, false, armed);
+	char why_not[160] = "";
 	int busy = comm_wait_ops(c, PROTO_CLOSE_WAIT_NS, armed, &reset);
 	int narmed;
-	if (busy > 0 && !reset && tcp &&
+	if (busy > 0 && tcp && comm_may_reset(c, why_not, sizeof(why_not)) &&
 	    (narmed = comm_arm_reset(c, PROTO_RESET_TIMEOUT_MS, true, armed)) > 0) {
 		/* the peer still takes nothing: the sockets armed so far and any
 		 * stuck since, with the shorter timeout (the kernel acts when its
@@ -444,11 +520,12 @@ void proto_comm_retire(struct proto_comm *c)
 		 * a rendezvous the peer has not asked for yet) */
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: %d operation(s) on NCCL's buffers made no "
-			 "progress for %d s: the peer takes no data. Resetting its TCP connection(s) "
-			 "(%d socket(s): TCP_USER_TIMEOUT %u ms, or shut down) so that the provider "
-			 "lets go of them; this process's other connections to it fail too",
-			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL), narmed,
-			 PROTO_RESET_TIMEOUT_MS);
+			 "progress for %d s: the peer takes no data and has shown no sign of life "
+			 "for %d s. Resetting its TCP connection(s) (%d socket(s): TCP_USER_TIMEOUT "
+			 "%u ms, or shut down), which no other connection of this process uses, so "
+			 "that the provider lets go of them",
+			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL),
+			 (int)(PROTO_CLOSE_QUIET_NS / 1000000000ULL), narmed, PROTO_RESET_TIMEOUT_MS);
 		busy = comm_wait_ops(c, PROTO_RESET_WAIT_NS, armed, &reset);
 	}
 	for (int k = 0; k < c->nrails; k++)
@@ -465,13 +542,15 @@ void proto_comm_retire(struct proto_comm *c)
 	if (busy > 0)
 		LOG_WARN(NCCL_NET,
 			 "closing the connection %s %s: %d operation(s) still use NCCL's buffers "
-			 "after %d s: the peer stopped taking data. libfabric cannot withdraw them, "
-			 "so the provider may still use those buffers after NCCL frees them (README, "
-			 "known limits): end the peer's process too",
-			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL));
-	/* a receiver that closes later learns here how many pieces to wait for */
-	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 && !reset &&
-	    atomic_load(&container_of(c, struct proto_send, c)->written))
+			 "after %d s: the peer stopped taking data%s%s. libfabric cannot withdraw "
+			 "them, so the provider may still use those buffers after NCCL frees them "
+			 "(README, known limits): end the peer's process too",
+			 dir, peer, busy, (int)(PROTO_CLOSE_WAIT_NS / 1000000000ULL),
+			 why_not[0] ? "; its TCP connection is left alone: " : "", why_not);
+	/* a receiver that closes later (or is closing now, its goodbye not yet
+	 * here) learns how many pieces to wait for: none too, so that it need not
+	 * wait for an answer its buffers' grants would otherwise ask for */
+	if (c->kind == PROTO_SEND && c->ping_id && !atomic_load(&c->dead) && busy == 0 && !reset)
 		proto_send_stop(container_of(c, struct proto_send, c));
 	if (atomic_load_explicit(&c->pending, memory_order_acquire) == 0)
 		comm_release(&c->zombie);

@@ -346,6 +346,15 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 
 /* ---------------- receive ---------------- */
 
+/* The comm's rail that ep is. */
+static int comm_rail(const struct proto_comm *c, const struct ofi_ep *ep)
+{
+	int k = 0;
+	while (k < c->nrails - 1 && c->rails[k] != ep)
+		k++;
+	return k;
+}
+
 static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		      const struct fi_cq_err_entry *err)
 {
@@ -356,6 +365,19 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	struct ofi_buf *bounce = q->bounce[i];
 	q->bounce[i] = NULL;
 	ofi_op_release(op); /* the provider is done with NCCL's buffer */
+	if (err && err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink &&
+	    !(atomic_load(&q->sunk) >> i & 1) && !atomic_load(&r->sink_done)) {
+		/* closing: the sender may still send this one; let it drain into
+		 * the sink (until proto_recv.sink_done) */
+		ofi_buf_put(c->dev->dom, bounce);
+		bounce = NULL;
+		if (ofi_ep_trecv(op->ep, r->sink, r->sink_len, r->sink_mr ? r->sink_mr->desc : NULL,
+				 r->src[comm_rail(c, op->ep)], q->wire[i], c->dev->layout.abort_bit,
+				 &op->ctx) == 0) {
+			atomic_fetch_or(&q->sunk, 1ULL << i);
+			return; /* still posted: pending unchanged */
+		}
+	}
 	if (e)
 		atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	if (e && (e->tag & c->dev->layout.abort_bit)) {
@@ -383,18 +405,6 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	} else if (err->err == FI_ECANCELED && (atomic_load(&q->rma_done) & (1u << i))) {
 		/* the RMA write filled this buffer; this was its tagged receive */
 	} else {
-		if (err->err == FI_ECANCELED && c->magic != PROTO_COMM_MAGIC && r->sink) {
-			/* closing: the sender may still send this one; let it drain */
-			ofi_buf_put(c->dev->dom, bounce);
-			ssize_t rc = ofi_ep_trecv(op->ep, r->sink, r->sink_len,
-					      r->sink_mr ? r->sink_mr->desc : NULL, r->src[c->home],
-					      q->wire[i], c->dev->layout.abort_bit, &op->ctx);
-			if (rc == 0) {
-				atomic_fetch_or(&q->sunk, 1ULL << i);
-				return; /* still posted: pending unchanged */
-			}
-			bounce = NULL;
-		}
 		if (err->err == FI_ETRUNC) {
 			/* Not with CTS checks and bounce buffers; kept for providers that report it. */
 			LOG_WARN(NCCL_NET,

@@ -203,9 +203,22 @@ int proto_comm_alive(struct proto_comm *c)
 	}
 	if (!c->probe_ns || c->probe_ns < last)
 		c->probe_ns = now; /* pings from now on must be answered */
-	if (now - c->probe_ns > c->dev->peer_timeout_ns) {
-		comm_mark_dead(c, FI_ETIMEDOUT);
-		goto out;
+	uint64_t timeout = c->dev->peer_timeout_ns;
+	if (now - c->probe_ns > timeout) {
+		/* Silent for the whole timeout. Not a verdict when the peer moves
+		 * data on another of our connections (liveness that lied under a
+		 * flood), nor when none of our pings went out in time to be
+		 * answered (the provider answered -FI_EAGAIN, busy with bulk data),
+		 * unless that lasted twice the timeout. */
+		uint64_t seen = proto_peer_last_ns(c, NULL);
+		bool asked = c->ping_sent_ns >= c->probe_ns &&
+			     now - c->ping_sent_ns >= PROTO_PING_NS;
+		if (seen <= now && now - seen < timeout) {
+			c->probe_ns = now;
+		} else if (asked || now - c->probe_ns > 2 * timeout) {
+			comm_mark_dead(c, FI_ETIMEDOUT);
+			goto out;
+		}
 	}
 	if (atomic_load(&c->ping_op.posted) || now - c->ping_ns < PROTO_PING_NS)
 		goto out; /* (a ping the provider holds: the deadline above covers it) */
@@ -221,12 +234,13 @@ int proto_comm_alive(struct proto_comm *c)
 	LOG_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
 		  rc ? ofi_strerror((int)rc) : "posted");
-	if (rc) {
-		/* -FI_EAGAIN: busy, never a verdict (policy_traits.c, "EAGAIN for a
-		 * dead peer"); the deadline above ends it. Any other error ends it now. */
-		if (rc != -FI_EAGAIN)
-			comm_mark_dead(c, (int)-rc);
-	}
+	if (!rc)
+		c->ping_sent_ns = now;
+	else if (rc != -FI_EAGAIN)
+		comm_mark_dead(c, (int)-rc); /* -FI_EAGAIN: busy, never a verdict
+					      * (policy_traits.c, "EAGAIN for a
+					      * dead peer"); the deadline above ends
+					      * it. Any other error ends it now. */
 out:
 	atomic_flag_clear(&c->alive_busy);
 	return 0;

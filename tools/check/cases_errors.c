@@ -309,6 +309,21 @@ static int ck_close_inflight(ck_t *ck)
 	return ck_fresh_link_works(ck, 97);
 }
 
+/* arg rounds of a close with what `who` posted in flight (every 4th round
+ * the sender's too), then a new connection moves data: nothing such a close
+ * takes from the provider (its receive entries, above all) may stay taken. */
+static int ck_close_inflight_many(ck_t *ck)
+{
+	int rounds = (int)ck->c->arg;
+	double t0 = fh_now();
+	for (int i = 0; i < rounds; i++)
+		if (ck_close_round(ck, i, i % 4 == 3 ? 3 : 2))
+			return FH_FAIL;
+	fh_note(ck->r, "%d closes with receives in flight (every 4th with sends too) in %.1f s",
+		rounds, fh_now() - t0);
+	return ck_fresh_link_works(ck, 97);
+}
+
 /* ------------------------------------------------------------ sender leaves early */
 
 /* The sender's messages all complete before the receiver posts anything (at
@@ -617,7 +632,8 @@ static int cr_both_round(struct cr_thread *w, int round, int all)
 	for (int i = 0; i < last; i++)
 		if (cr_wait(w, tx.req[i], tx.b[i].size, "send", round, i))
 			return FH_FAIL;
-	if (w->t % 2)
+	/* rank 1 closes first what rank 0 closes last: neither close waits on the other */
+	if ((w->t + w->ck->r->rank) % 2)
 		return cr_close(w, &rx, 0, round) || cr_close(w, &tx, 1, round) ? FH_FAIL : FH_OK;
 	return cr_close(w, &tx, 1, round) || cr_close(w, &rx, 0, round) ? FH_FAIL : FH_OK;
 }
@@ -797,6 +813,9 @@ static const ck_case_t ck_errors[] = {
 	 0, 0, ck_close_inflight, 2},
 	{"close-inflight/sends", "close with sends in flight that no receive matches", 2, ALLV, 0,
 	 0, ck_close_inflight, 1},
+	{"close-inflight/1000", "1000 closes with receives in flight (every 4th with sends too), "
+				"then a new connection moves data",
+	 2, ALLV, 0, 0, ck_close_inflight_many, 1000},
 	{"close-early/sender-exits", "eager sends complete, the sender closes and exits; the "
 				     "receiver posts 300 ms later: every byte arrives",
 	 2, ALLV, 0, 0, ck_sender_exits, 0},

@@ -208,6 +208,86 @@ static int ck_bidir(ck_t *ck)
 	return ck_close_pair(ck, sc, rc);
 }
 
+/* ------------------------------------------------------------ soak */
+
+/* Both directions at full speed for arg seconds (a quarter with --quick):
+ * rounds of SOAK_MSGS messages each way, sizes cycling 8 B .. 1 MiB, 16 in
+ * flight per comm; every size test() reports is checked, and the bytes of 4
+ * messages a round. Both processes are alive and busy all along: a "peer is
+ * gone" (liveness that lied) or any other error fails it. */
+#define SOAK_MSGS 64
+#define SOAK_BUFS 16
+
+static int ck_soak(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank, peer = 1 - me;
+	void *sc, *rc;
+	if (fh_link(r, ck->net, ck->dev, peer, peer, &sc, &rc))
+		return FH_FAIL;
+	static const size_t cycle[] = {8, 4 * KiB, 64 * KiB, 1 * MiB, 300, 256 * KiB, 16 * KiB, 1 * MiB};
+	enum { NCYCLE = sizeof(cycle) / sizeof(cycle[0]) };
+	size_t max = ck_cap(ck, 1 * MiB);
+	fh_buf_t tx[SOAK_BUFS], rx[SOAK_BUFS];
+	for (int i = 0; i < SOAK_BUFS; i++) {
+		if (fh_buf_alloc(&tx[i], max, 0) || fh_buf_alloc(&rx[i], max, 0))
+			return fh_fail(r, "cannot map the buffers");
+		if (ck_ok(ck, fh_buf_reg(ck->net, &tx[i], sc, 0), "regMr()") ||
+		    ck_ok(ck, fh_buf_reg(ck->net, &rx[i], rc, 0), "regMr()"))
+			return FH_FAIL;
+	}
+	double secs = (double)ck->c->arg / (ck->o->quick ? 4 : 1);
+	/* both ranks run the same number of rounds: rank 0 decides when to stop */
+	double t0 = fh_now();
+	unsigned long msgs = 0;
+	double bytes = 0;
+	fh_op_t ops[2 * SOAK_MSGS];
+	for (int round = 0;; round++) {
+		char more = me == 0 ? fh_now() - t0 < secs : 0;
+		if (me == 0 ? fh_oob_send(r, 1, &more, 1) : fh_oob_recv(r, 0, &more, 1))
+			return FH_FAIL;
+		if (!more)
+			break;
+		for (int i = 0; i < SOAK_MSGS; i++) {
+			size_t len = ck_cap(ck, cycle[(round + i) % NCYCLE]);
+			/* the last message through a buffer keeps its bytes there */
+			int b = i % SOAK_BUFS, checked = i >= SOAK_MSGS - SOAK_BUFS && i % 4 == 0;
+			uint64_t sseed = ck_seed(ck, me, peer, 300 + round, i);
+			if (checked)
+				fh_pattern_fill(tx[b].ptr, len, sseed);
+			fh_op_send(&ops[i], sc, tx[b].ptr, len, CK_TAG, tx[b].mh);
+			fh_op_recv(&ops[SOAK_MSGS + i], rc, rx[b].ptr, max, CK_TAG, rx[b].mh);
+			ops[SOAK_MSGS + i].expect[0] = len;
+			bytes += (double)len;
+		}
+		/* a buffer is reused only once its earlier message is done: the
+		 * window equals the buffer count, and fh_ops_run posts in order */
+		if (fh_ops_run(r, ck->net, ops, 2 * SOAK_MSGS, SOAK_BUFS))
+			return fh_fail(r, "round %d of the soak failed (%lu messages each way before it, "
+					  "%.1f s in)", round, msgs, fh_now() - t0);
+		for (int i = SOAK_MSGS - SOAK_BUFS; i < SOAK_MSGS; i += 4) {
+			size_t len = ck_cap(ck, cycle[(round + i) % NCYCLE]), bad;
+			if (fh_pattern_check(rx[i % SOAK_BUFS].ptr, len,
+					     ck_seed(ck, peer, me, 300 + round, i), &bad))
+				return fh_fail(r, "round %d: message %d (%zu bytes) is wrong at byte %zu",
+					       round, i, len, bad);
+		}
+		msgs += SOAK_MSGS;
+	}
+	double dt = fh_now() - t0;
+	for (int i = 0; i < SOAK_BUFS; i++)
+		if (ck_ok(ck, fh_buf_dereg(ck->net, &tx[i]), "deregMr()") ||
+		    ck_ok(ck, fh_buf_dereg(ck->net, &rx[i]), "deregMr()"))
+			return FH_FAIL;
+	for (int i = 0; i < SOAK_BUFS; i++) {
+		fh_buf_free(&tx[i]);
+		fh_buf_free(&rx[i]);
+	}
+	fh_note(r, "%lu messages each way in %.1f s (%.0f/s, %.2f GB/s each way)", msgs, dt,
+		(double)msgs / dt, bytes / dt / 1e9);
+	return ck_close_pair(ck, sc, rc);
+}
+
 /* ------------------------------------------------------------ many connections */
 
 static int ck_many_comms(ck_t *ck)
@@ -560,6 +640,8 @@ static const ck_case_t ck_traffic[] = {
 	{"inflight", "NCCL_NET_MAX_REQUESTS receives in flight; sends x maxRecvs", 2, ALLV, 0, 0,
 	 ck_inflight, 0},
 	{"bidir", "both directions at once", 2, ALLV, 0, 0, ck_bidir, 0},
+	{"soak", "both directions at full speed for 20 s, 8 B..1 MiB, 16 in flight: no error, "
+		 "no peer declared gone", 2, ALLV, 0, 120, ck_soak, 20},
 	{"many-comms", "64 connections set up at once, each its own pattern", 2, ALLV, 0, 0,
 	 ck_many_comms, 0},
 	{"many-comms/320", "320 connections between one pair at once (control resources grow with "
