@@ -197,8 +197,8 @@ static void plugin_free(struct core_plugin *p)
 static void log_decision(struct core_plugin *p)
 {
 	struct ofi_discovery *d = &p->disc;
-	LOG_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u (plugin built against %u.%u); provider %s",
-		 FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
+	LOG_INFO(NCCL_INIT | NCCL_NET, "libfabric %u.%u from %s (plugin built against %u.%u); provider %s",
+		 FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version), d->runtime_path,
 		 FI_MAJOR(d->build_version), FI_MINOR(d->build_version), d->sel.reason);
 	if (d->sel.names[0])
 		LOG_INFO(NCCL_INIT | NCCL_NET, "NCCL_FABRIC_PROVIDER: %s", d->sel.names);

@@ -158,8 +158,8 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 
 	/* The verdict first: one screen that answers "what will NCCL get, and why". */
 	fprintf(out, "\nVerdict:\n");
-	fprintf(out, "  libfabric: %u.%u at run time, plugin built against %u.%u headers\n",
-		FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version),
+	fprintf(out, "  libfabric: %u.%u at run time (%s), plugin built against %u.%u headers\n",
+		FI_MAJOR(d->runtime_version), FI_MINOR(d->runtime_version), d->runtime_path,
 		FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
 	fprintf(out, "  provider:  %s\n", sel->ok ? sel->reason : "NONE");
 	if (!sel->ok)
@@ -303,6 +303,7 @@ static void write_json(FILE *out, struct report_view *v)
 	json_kv_str(out, "libfabric_runtime", buf, true);
 	snprintf(buf, sizeof(buf), "%u.%u", FI_MAJOR(d->build_version), FI_MINOR(d->build_version));
 	json_kv_str(out, "libfabric_build", buf, true);
+	json_kv_str(out, "libfabric_path", d->runtime_path, true);
 	fputs("\"attempts\":[", out);
 	for (int a = 0; a < d->nattempts; a++) {
 		const struct policy_attempt_result *r = &d->attempts[a];

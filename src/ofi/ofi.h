@@ -61,6 +61,7 @@ struct ofi_op {
 struct ofi_discovery {
 	uint32_t runtime_version;  /* fi_version() */
 	uint32_t build_version;    /* headers the plugin was built with */
+	char runtime_path[256];    /* the libfabric.so.1 loaded ("?" when unknown) */
 	int nattempts;
 	struct policy_attempt_result attempts[POLICY_MAX_ATTEMPTS];
 	struct policy_selection sel;
@@ -294,6 +295,13 @@ int ofi_shm_check(const struct ofi_shm_self *self, const void *addr, size_t len,
 		  uint64_t *start, char *why, size_t why_len);
 /* Whether the process checked as (pid, start) has exited since. */
 bool ofi_shm_gone(pid_t pid, uint64_t start);
+/* Unlinks the regions under /dev/shm named with this process's pid that are
+ * older than the process: a dead process's of the same pid left them (killed,
+ * or _exit), and shm then fails our fi_enable with -FI_EBUSY. Returns how many. */
+int ofi_shm_unlink_stale_own(void);
+/* fi_enable, once more after such regions were removed (shm_region: the
+ * provider's addresses name them; *stale: how many, for the caller's log). */
+int ofi_enable(struct fid_ep *ep, bool shm_region, int *stale);
 
 struct ofi_ep {
 	struct ofi_domain *dom;

@@ -2,6 +2,7 @@
  * ofi_discover.c - runs the policy's discovery plan through fi_getinfo and
  * opens the probe endpoint. The decisions themselves are in policy/.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,11 @@ int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 	memset(d, 0, sizeof(*d));
 	d->runtime_version = fi_version();
 	d->build_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	/* which libfabric.so.1 the loader found: a vendor's under /opt, one
+	 * named by the plugin's RUNPATH, or the system's */
+	Dl_info where;
+	snprintf(d->runtime_path, sizeof(d->runtime_path), "%s",
+		 dladdr((void *)fi_getinfo, &where) && where.dli_fname ? where.dli_fname : "?");
 	d->nattempts = policy_plan(cfg, d->runtime_version, plan);
 
 	for (int a = 0; a < d->nattempts; a++) {
@@ -143,12 +149,12 @@ void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe)
 	    (rc = fi_av_open(domain, &av_attr, &av, NULL)) ||
 	    (rc = fi_ep_bind(ep, &av->fid, 0)) ||
 	    (rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) {
-		struct policy_traits traits;
-		policy_traits_for(copy, fi_version(), &traits);
+		struct policy_traits bad;
+		policy_traits_for(copy, fi_version(), &bad);
 		snprintf(probe->error, sizeof(probe->error), "endpoint setup: %s%s", ofi_strerror(rc),
-			 traits.close_unbound_crashes ? " (endpoint left open: closing it unbound "
-							"would crash this provider)" : "");
-		if (traits.close_unbound_crashes)
+			 bad.close_unbound_crashes ? " (endpoint left open: closing it unbound "
+						     "would crash this provider)" : "");
+		if (bad.close_unbound_crashes)
 			ep = NULL;
 		goto out;
 	}
@@ -162,10 +168,16 @@ void ofi_probe_run(const struct fi_info *info, struct policy_probe *probe)
 	 * providers read state made at fi_enable in fi_getopt (policy_traits.c,
 	 * "getopt before enable"). An endpoint that does not enable is one NCCL
 	 * could not use either. */
-	if ((rc = fi_enable(ep))) {
+	struct policy_traits traits;
+	int stale;
+	policy_traits_for(copy, fi_version(), &traits);
+	if ((rc = ofi_enable(ep, traits.shm_region, &stale))) {
 		snprintf(probe->error, sizeof(probe->error), "fi_enable: %s", ofi_strerror(rc));
 		goto out;
 	}
+	if (stale)
+		LOG_INFO(NCCL_INIT | NCCL_NET, "probe: removed %d shm region(s) a dead process with "
+			 "this process's pid left under /dev/shm", stale);
 	probe->opened = true;
 	int p2p = 0;
 	size_t len = sizeof(p2p);

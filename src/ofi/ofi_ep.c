@@ -134,10 +134,15 @@ int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out)
 		goto fail;
 	}
 
-	rc = fi_enable(ep->ep);
+	int stale;
+	rc = ofi_enable(ep->ep, dom->traits.shm_region, &stale);
+	if (stale)
+		LOG_INFO(NCCL_INIT | NCCL_NET, "device %s: removed %d shm region(s) a dead process "
+			 "with this process's pid left under /dev/shm", dom->name, stale);
 	if (rc) {
-		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_enable failed: %s", dom->name,
-			 ofi_strerror(rc));
+		LOG_WARN(NCCL_INIT | NCCL_NET, "device %s: fi_enable failed: %s%s", dom->name,
+			 ofi_strerror(rc), rc == -FI_EBUSY && dom->traits.shm_region ?
+			 " (shm: a region of this endpoint's name exists under /dev/shm)" : "");
 		goto fail;
 	}
 	ep->namelen = sizeof(ep->name);

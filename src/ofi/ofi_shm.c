@@ -12,6 +12,7 @@
  * /proc: nothing of the peer's region is mapped here.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -193,4 +194,41 @@ int ofi_shm_check(const struct ofi_shm_self *self, const void *addr, size_t len,
 bool ofi_shm_gone(pid_t pid, uint64_t start)
 {
 	return pid > 0 && proc_start(pid) != start;
+}
+
+int ofi_shm_unlink_stale_own(void)
+{
+	/* a region is named "<pid>:<uid>:<index>": one of our pid older than
+	 * this process is a dead process's, left by an exit without cleanup */
+	struct stat self;
+	if (stat("/proc/self", &self))
+		return 0;
+	char prefix[32];
+	int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, (size_t)plen))
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, 0) || st.st_uid != getuid() ||
+		    st.st_mtim.tv_sec > self.st_mtim.tv_sec ||
+		    (st.st_mtim.tv_sec == self.st_mtim.tv_sec && st.st_mtim.tv_nsec >= self.st_mtim.tv_nsec))
+			continue;
+		n += unlinkat(dirfd(d), e->d_name, 0) == 0;
+	}
+	closedir(d);
+	return n;
+}
+
+int ofi_enable(struct fid_ep *ep, bool shm_region, int *stale)
+{
+	int rc = fi_enable(ep);
+	*stale = 0;
+	if (rc == -FI_EBUSY && shm_region && (*stale = ofi_shm_unlink_stale_own()) > 0)
+		rc = fi_enable(ep);
+	return rc;
 }
