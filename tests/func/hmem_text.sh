@@ -120,7 +120,7 @@ first=$(grep -n -m1 '^Verdict:' "$tmp/out" | cut -d: -f1)
 devs=$(grep -n -m1 '^Devices NCCL sees' "$tmp/out" | cut -d: -f1)
 [ -n "$first" ] && [ -n "$devs" ] && [ "$first" -lt "$devs" ] || fail "no Verdict: block before the devices"
 [ -n "$first" ] && [ "$first" -le 4 ] || fail "the Verdict: block is not at the top (line ${first:-none})"
-has '^  libfabric: +[0-9]+\.[0-9]+ at run time, plugin built against 1\.17 headers'
+has '^  libfabric: +[0-9]+\.[0-9]+ at run time \(/[^)]*libfabric\.so[^)]*\), plugin built against 1\.17 headers'
 has '^  remedy: +.*copies GPU memory with the CUDA API' "the remedy for -FI_EOPNOTSUPP"
 has '^Discovery: [0-9]+ fi_getinfo attempts, [0-9]+ candidates?, [0-9]+ kept; nccl-fabric-info --candidates'
 hasnt '^Candidates:' "candidates only with --candidates"

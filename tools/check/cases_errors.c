@@ -447,7 +447,24 @@ struct cr_dir {
 	int n; /* buffers mapped and registered */
 	fh_buf_t b[CR_MSGS];
 	void *req[CR_MSGS];
+	int done[CR_MSGS]; /* receives test() already reported done, with size */
+	int size[CR_MSGS];
 };
+
+/* Tests the receives of d not yet done, once each, as NCCL's proxy does while
+ * its sends wait: a receive's CTS may go out only when it is tested. */
+static int cr_poke(struct cr_thread *w, struct cr_dir *d)
+{
+	for (int i = 0; d && i < CR_MSGS; i++) {
+		if (!d->req[i] || d->done[i])
+			continue;
+		ncclResult_t res = fh_net_test(w->ck->net, d->req[i], &d->done[i], &d->size[i]);
+		if (res != ncclSuccess)
+			return fh_fail(w->ck->r, "thread %d: test() of receive %d returned %s", w->t, i,
+				       fh_result_str(res));
+	}
+	return FH_OK;
+}
 
 /* Connects to the peer's listen comm (sc) and/or accepts on our own (rc),
  * alternately as NCCL does, until each asked for is done. */
@@ -493,7 +510,8 @@ static int cr_bufs(struct cr_thread *w, struct cr_dir *d, int n)
 /* Posts every message in order; those past `last` need not start (one above
  * the eager limit waits for a receive the peer never posts, and is given up
  * after a moment; the later eager ones still go). */
-static int cr_post_sends(struct cr_thread *w, struct cr_dir *d, int round, int last, int to)
+static int cr_post_sends(struct cr_thread *w, struct cr_dir *d, int round, int last, int to,
+			 struct cr_dir *rx)
 {
 	ck_t *ck = w->ck;
 	if (cr_bufs(w, d, CR_MSGS))
@@ -509,6 +527,8 @@ static int cr_post_sends(struct cr_thread *w, struct cr_dir *d, int round, int l
 				return FH_FAIL;
 			if (d->req[i] || fh_now() > until)
 				break;
+			if (cr_poke(w, rx))
+				return FH_FAIL;
 			fh_relax(&idle);
 		}
 		if (!d->req[i] && i < last)
@@ -551,7 +571,10 @@ static int cr_take(struct cr_thread *w, struct cr_dir *d, int round, int n, int 
 {
 	ck_t *ck = w->ck;
 	for (int i = 0; i < n; i++) {
-		if (cr_wait(w, d->req[i], d->b[i].size, "receive", round, i))
+		if (d->done[i] && (size_t)d->size[i] != d->b[i].size)
+			return fh_fail(ck->r, "thread %d round %d: receive %d reported %d bytes, expected "
+					      "%zu", w->t, round, i, d->size[i], d->b[i].size);
+		if (!d->done[i] && cr_wait(w, d->req[i], d->b[i].size, "receive", round, i))
 			return FH_FAIL;
 		size_t bad = 0;
 		if (fh_pattern_check(d->b[i].ptr, d->b[i].size, cr_seed(w, from, ck->r->rank, round, i),
@@ -595,7 +618,7 @@ static int cr_send_round(struct cr_thread *w, int round, int all)
 	struct cr_dir d;
 	memset(&d, 0, sizeof(d));
 	int last = all ? CR_MSGS : CR_TAKEN;
-	if (cr_link(w, round, &d.comm, NULL) || cr_post_sends(w, &d, round, last, 1))
+	if (cr_link(w, round, &d.comm, NULL) || cr_post_sends(w, &d, round, last, 1, NULL))
 		return FH_FAIL;
 	for (int i = 0; i < last; i++)
 		if (cr_wait(w, d.req[i], d.b[i].size, "send", round, i))
@@ -627,7 +650,7 @@ static int cr_both_round(struct cr_thread *w, int round, int all)
 	memset(&rx, 0, sizeof(rx));
 	if (cr_link(w, round, &tx.comm, &rx.comm) ||
 	    cr_post_recvs(w, &rx, round, all ? CR_MSGS : CR_POSTED) ||
-	    cr_post_sends(w, &tx, round, last, peer) || cr_take(w, &rx, round, last, peer))
+	    cr_post_sends(w, &tx, round, last, peer, &rx) || cr_take(w, &rx, round, last, peer))
 		return FH_FAIL;
 	for (int i = 0; i < last; i++)
 		if (cr_wait(w, tx.req[i], tx.b[i].size, "send", round, i))
