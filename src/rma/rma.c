@@ -53,9 +53,8 @@ int rma_get_properties(int dev, struct net_props *props)
 	struct rma_device *d = device_of(dev, "getProperties");
 	if (!d || !props)
 		return -FI_EINVAL;
-	int rc = net_get_properties(dev, props);
-	if (rc)
-		return rc;
+	/* the net device's properties, fixed by core at init (rma never calls up) */
+	*props = d->net->props;
 	props->ptr_support = NCCL_PTR_HOST;
 	if (d->decision.gpu)
 		props->ptr_support |= NCCL_PTR_CUDA | (d->net->dmabuf ? NCCL_PTR_DMABUF : 0);
