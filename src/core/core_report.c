@@ -376,7 +376,10 @@ static void write_json(FILE *out, struct report_view *v)
 		json_kv_str(out, "cuda_api_permitted",
 			    v->dev_cuda_known[i] ? policy_cuda_answer(v->dev_cuda_rc[i], v->disc->runtime_version) :
 						   "endpoint could not be opened",
-			    false);
+			    true);
+		/* how messages above the eager limit move, and why */
+		fprintf(out, "\"rma_writes\":%s,", dev->rma_cfg ? "true" : "false");
+		json_kv_str(out, "data_path", dev->data_reason, false);
 		fputc('}', out);
 	}
 	fputs("],\"hmem\":{", out);

@@ -147,7 +147,8 @@ struct ofi_domain {
 	bool random_keys;           /* ofi_domain_attr.random_keys */
 	int mr_mode;
 	bool hmem, rma;
-	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 8 bytes of remote CQ data */
+	bool rma_write;             /* FI_WRITE|FI_REMOTE_WRITE and 4 or more bytes of remote CQ data */
+	bool cq_data4;              /* ... only 4 of them: the size comes from the completions */
 	struct policy_traits traits; /* the provider's quirks, computed at open */
 	bool directed;              /* FI_DIRECTED_RECV: receives can name their source */
 	int expected_cuda_rc;
@@ -204,12 +205,13 @@ int ofi_domain_nobjs(struct ofi_domain *dom);
 void ofi_domain_visit(struct ofi_domain *dom, void (*visit)(void *owner, void *arg), void *arg);
 
 /* Whether an entry can take large messages as RMA writes with CQ data: the
- * write capabilities, 8 bytes of CQ data, and no receive consumed for it. */
+ * write capabilities, 4 bytes of CQ data or more, and no receive consumed
+ * for it. */
 static inline bool ofi_info_rma_write(const struct fi_info *info)
 {
 	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
 	return (info->caps & wcaps) == wcaps && info->domain_attr &&
-	       info->domain_attr->cq_data_size >= 8 && !(info->mode & FI_RX_CQ_DATA);
+	       info->domain_attr->cq_data_size >= 4 && !(info->mode & FI_RX_CQ_DATA);
 }
 
 int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out);

@@ -80,9 +80,11 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 			 dom->name, dom->info->fabric_attr->prov_name);
 	dom->rma = (dom->info->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
 	/* Large messages go as one RMA write whose CQ data tells the receiver
-	 * which buffer is full: needs the write capabilities, 8 bytes of CQ data,
-	 * and a provider that does not consume a posted receive for it. */
+	 * which buffer is full: needs the write capabilities, 4 bytes of CQ data
+	 * or more (with 4 the receiver sums the size from the completions), and a
+	 * provider that does not consume a posted receive for it. */
 	dom->rma_write = attr->rma_write && ofi_info_rma_write(dom->info);
+	dom->cq_data4 = dom->info->domain_attr->cq_data_size < 8;
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);
 	if (rc) {

@@ -867,8 +867,8 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 		why = "NCCL_FABRIC_RMA=0";
 	else if ((caps & wcaps) != wcaps)
 		why = "the provider has no FI_RMA with remote writes";
-	else if (cq_data < 8)
-		why = "the provider's remote CQ data is shorter than 8 bytes";
+	else if (cq_data < 4)
+		why = "the provider's remote CQ data is shorter than 4 bytes";
 	else if (info->mode & FI_RX_CQ_DATA)
 		why = "the provider's remote CQ data consumes a receive (FI_RX_CQ_DATA)";
 	else if (no_write_why && !cfg_explicit)
@@ -881,7 +881,8 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 	else if (out->rma)
 		snprintf(out->reason, sizeof(out->reason),
 			 "RMA writes into the receiver's buffer (%s has FI_RMA and %zu bytes of "
-			 "remote CQ data; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data);
+			 "remote CQ data%s; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data,
+			 cq_data < 8 ? ": the receiver sums the size from the write completions" : "");
 	else if (why == no_write_why)
 		snprintf(out->reason, sizeof(out->reason),
 			 "one tagged send after the clear-to-send (%s; NCCL_FABRIC_RMA=1 asks for "

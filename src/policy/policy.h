@@ -243,7 +243,8 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 /* How messages above the eager limit move. Pure: the setting and the
  * provider's entry in; the choice and its reason out. RMA writes into the
  * buffer the receiver announced where the provider has FI_RMA with remote
- * writes and 8 bytes of remote CQ data that consume no receive; else one
+ * writes and 4 bytes of remote CQ data or more that consume no receive (with
+ * 4, the receiver sums the size from the write completions); else one
  * tagged send after the clear-to-send. */
 struct policy_data_path {
 	bool rma;

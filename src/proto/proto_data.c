@@ -101,6 +101,8 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 	struct proto_comm *c = &s->c;
 	void *desc = q->mr ? q->mr->desc : NULL;
 	uint64_t imm = proto_imm(s->remote_id, q->cts.slot, (uint32_t)q->size, (uint32_t)q->pieces);
+	if (c->dev->dom->cq_data4)
+		imm &= PROTO_IMM_LOW;
 	for (; q->cursor < q->pieces; q->cursor++) {
 		int k = q->cursor;
 		struct ofi_op *op = k ? &q->more[k - 1] : &q->op;
@@ -437,6 +439,10 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	struct ofi_domain *dom = ep->dom;
 	uint32_t conn, slot, size, pieces;
 	proto_imm_parse(imm, &conn, &slot, &size, &pieces);
+	/* 4 bytes of CQ data: the message's size is what its pieces brought */
+	bool summed = dom->cq_data4;
+	if (summed)
+		size = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len; /* this piece's */
 	const char *why = NULL;
 	pthread_mutex_lock(&dom->id_lock);
 	struct proto_recv *r = ofi_domain_lookup_locked(dom, conn);
@@ -451,11 +457,13 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 		    !(atomic_load(&q->rma_expect) & (1u << i)) ||
 		    (atomic_load(&q->rma_done) & (1u << i)))
 			why = "no buffer waits for it";
-		else if (size > q->posted[i])
+		else if (size > q->posted[i] ||
+			 (summed && q->landed[i] && size > q->posted[i] - q->landing_size[i]))
 			why = "larger than the buffer";
 		else if ((int)pieces > r->c.nrails)
 			why = "cut into more pieces than the connection has rails";
-		else if (q->landed[i] && (pieces != q->pieces[i] || size != q->landing_size[i]))
+		else if (q->landed[i] && (pieces != q->pieces[i] ||
+					  (!summed && size != q->landing_size[i])))
 			why = "its pieces disagree on the message";
 	}
 	if (why) {
@@ -469,7 +477,10 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	if (!q->landed[i]) {
 		q->pieces[i] = (uint8_t)pieces;
 		q->landing_size[i] = size;
+	} else if (summed) {
+		q->landing_size[i] += size;
 	}
+	size = q->landing_size[i];
 	if (++q->landed[i] < pieces) {
 		pthread_mutex_unlock(&dom->id_lock);
 		return;
@@ -484,7 +495,6 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	else
 		atomic_fetch_or(&q->cancel_due, 1u << i);
 	pthread_mutex_unlock(&dom->id_lock);
-	(void)len;
 }
 
 /* Cancels the receives of buffers whose striped write has landed on another

@@ -136,7 +136,11 @@ _Static_assert(sizeof(struct proto_ping) == 32, "ping layout");
 /* Remote CQ data of an RMA write: which buffer of which connection it fills,
  * the message's whole size, and into how many pieces the sender cut it (each
  * piece a write of its own, on its own rail, with the same CQ data). 64 bits:
- * size 32 | pieces - 1 3 | slot 8 | conn id 21. */
+ * size 32 | pieces - 1 3 | slot 8 | conn id 21. A provider with 4 bytes of
+ * CQ data (EFA, verbs, opx) carries the low 32 bits only: the receiver then
+ * sums the size from the pieces' completions, which report the bytes each
+ * write brought (PROTO_IMM_LOW). */
+#define PROTO_IMM_LOW 0xffffffffULL
 #define PROTO_IMM_CONN_MASK 0x1fffffu
 _Static_assert(PROTO_MAX_RAILS <= 8, "pieces - 1 takes 3 bits of the CQ data");
 static inline uint64_t proto_imm(uint32_t conn, uint32_t slot, uint32_t size, uint32_t pieces)

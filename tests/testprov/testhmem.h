@@ -62,6 +62,10 @@ enum th_mode { TH_MODE_HOST, TH_MODE_CUDA };
 
 void th_base_name(char *buf, size_t len);
 enum th_mode th_mode_from_env(void);
+/* TESTHMEM_CQ_DATA_SIZE: remote CQ data offered (0: the base's), as a NIC with
+ * fewer bytes of immediate data has (EFA, verbs: 4): entries say so, a hint
+ * asking for more finds nothing, and only that many low bytes arrive. */
+size_t th_cq_data_size_from_env(void);
 /* Appends one line to TESTHMEM_LOG (no-op when unset); one write() per line. */
 void th_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* TESTHMEM_TRACE (read at fi_domain): 0 off, 1 a line per data operation, copy and
@@ -137,6 +141,7 @@ struct th_domain {
 	atomic_ulong copy_errors;  /* CUDA copies that failed (cuda mode) */
 	atomic_ulong device_mismatch; /* attr->device.cuda was not the buffer's device */
 	int trace;		   /* TESTHMEM_TRACE */
+	uint64_t cq_data_mask;	   /* TESTHMEM_CQ_DATA_SIZE: the bytes of CQ data that arrive */
 	pthread_mutex_t lock;	   /* cuda_mrs */
 	/* Over shm every data call and CQ read of the domain's endpoints takes
 	 * serial (recursive): libfabric 1.17's shm loses messages when one

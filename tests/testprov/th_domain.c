@@ -501,6 +501,31 @@ static void th_trace_comp(struct th_cq *cq, const struct th_op *op, void *ctx, u
 		 len, (unsigned long long)tag, ctx, err, cq->domain->id);
 }
 
+/* TESTHMEM_CQ_DATA_SIZE: only the low bytes of a remote CQ data arrive, as on
+ * a NIC with that much immediate data, and the entry reports the bytes the
+ * write brought (a base that reports none, as tcp;ofi_rxm, gets them from the
+ * high bytes, where the initiator put them: th_ep.c). n entries in the
+ * caller's format. */
+static void th_cq_mask(struct th_cq *cq, void *buf, ssize_t n)
+{
+	uint64_t mask = cq->domain->cq_data_mask;
+	ssize_t i;
+
+	if (mask == ~0ULL || (cq->format != FI_CQ_FORMAT_DATA && cq->format != FI_CQ_FORMAT_TAGGED))
+		return;
+	for (i = 0; i < n; i++) {
+		/* the tagged entry begins as the data entry does */
+		struct fi_cq_data_entry *d =
+			(void *)((char *)buf + (size_t)i * th_cq_entry_size(cq->format));
+
+		if (!(d->flags & FI_REMOTE_CQ_DATA))
+			continue;
+		if (!d->len && !cq->domain->rma)
+			d->len = d->data >> 32;
+		d->data &= mask;
+	}
+}
+
 /* Host mode: the entries were read straight into the caller's buffer. */
 static void th_trace_read(struct th_cq *cq, const void *buf, ssize_t n)
 {
@@ -687,6 +712,8 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 			     : fi_cq_read(cq->base, buf, count);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
+		if (n > 0)
+			th_cq_mask(cq, buf, n);
 		return n;
 	}
 	if (count > TH_CQ_BATCH)
@@ -701,6 +728,8 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 		if (n <= 0)
 			return n;
 		out = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
+		if (out > 0)
+			th_cq_mask(cq, buf, out);
 		/* a full batch of completions nobody asked for: there may be more */
 		if (out != -FI_EAGAIN || (size_t)n < count)
 			return out;
@@ -725,6 +754,8 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			     : fi_cq_sread(cq->base, buf, count, cond, timeout);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
+		if (n > 0)
+			th_cq_mask(cq, buf, n);
 		return n;
 	}
 	th_rma_progress(cq->domain);
@@ -735,7 +766,10 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	n = fi_cq_sreadfrom(cq->base, ents, count, srcs, cond, timeout);
 	if (n <= 0)
 		return n;
-	return th_cq_finish(cq, ents, n, buf, src_addr, srcs);
+	n = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
+	if (n > 0)
+		th_cq_mask(cq, buf, n);
+	return n;
 }
 
 static ssize_t th_cq_sread(struct fid_cq *cq_fid, void *buf, size_t count, const void *cond,
@@ -1172,6 +1206,11 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom->id = atomic_fetch_add(&th_next_domain_id, 1) + 1;
 	dom->mode = th_mode_from_env();
 	dom->trace = th_trace_level();
+	{
+		size_t cqd = th_cq_data_size_from_env();
+
+		dom->cq_data_mask = cqd && cqd < 8 ? (1ULL << (8 * cqd)) - 1 : ~0ULL;
+	}
 	pthread_mutex_init(&dom->lock, NULL);
 	dom->serialize = !strcmp(fab->base_name, "shm");
 	pthread_mutexattr_t ma;

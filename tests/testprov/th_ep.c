@@ -869,6 +869,15 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 		total += r->iov[i].iov_len;
 	}
 
+	struct th_rma own;
+	if (!dom->rma && dom->cq_data_mask != ~0ULL &&
+	    (r->call == TH_CALL_DATA || (r->call == TH_CALL_MSG && (r->flags & FI_REMOTE_CQ_DATA)))) {
+		/* TESTHMEM_CQ_DATA_SIZE: the caller's low bytes travel, and the
+		 * write's length above them for the target's entry (th_cq_mask) */
+		own = *r;
+		own.data = (r->data & dom->cq_data_mask) | (uint64_t)(uint32_t)total << 32;
+		r = &own;
+	}
 	if (dom->rma) {
 		/* every RMA: the target may be device memory (th_rma.c) */
 		if (r->rma_count != 1) {
@@ -1054,6 +1063,8 @@ static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t 
 		}
 		buf = tmp;
 	}
+	if (has_data && dom->cq_data_mask != ~0ULL)
+		data = (data & dom->cq_data_mask) | (uint64_t)(uint32_t)len << 32; /* as th_rma_unlocked */
 	ret = has_data ? fi_inject_writedata(ep->base, buf, len, data, dest, addr, key)
 		       : fi_inject_write(ep->base, buf, len, dest, addr, key);
 	free(tmp);

@@ -82,6 +82,19 @@ enum th_mode th_mode_from_env(void)
 	return TH_MODE_HOST;
 }
 
+size_t th_cq_data_size_from_env(void)
+{
+	const char *env = getenv("TESTHMEM_CQ_DATA_SIZE");
+	long v = env && *env ? strtol(env, NULL, 10) : 0;
+
+	if (v < 0 || v > 8) {
+		FI_WARN(&th_prov, FI_LOG_CORE, "TESTHMEM_CQ_DATA_SIZE=%s: 0..8 (0: the base's)\n",
+			env);
+		return 0;
+	}
+	return (size_t)v;
+}
+
 int th_trace_level(void)
 {
 	const char *env = getenv("TESTHMEM_TRACE");
@@ -259,6 +272,7 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 	char base[TH_NAME_MAX];
 	int want_hmem = 0, want_mr_hmem = 0, plain = 0, ret;
 	int cuda = th_mode_from_env() == TH_MODE_CUDA;
+	size_t cq_data = th_cq_data_size_from_env();
 
 	*info = NULL;
 	/* belt and braces: the nested fi_getinfo names the base, never us */
@@ -270,6 +284,9 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 	if (hints && (th_all_caps(hints) & TH_UNSUPPORTED_CAPS))
 		return -FI_ENODATA;
 
+	/* libfabric's rule: a hint asking for more CQ data than offered finds nothing */
+	if (cq_data && hints && hints->domain_attr && hints->domain_attr->cq_data_size > cq_data)
+		return -FI_ENODATA;
 	th_base_name(base, sizeof(base));
 	if (hints) {
 		want_hmem = !!(th_all_caps(hints) & FI_HMEM);
@@ -331,6 +348,8 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 		th_caps_edit(dup, FI_HMEM | TH_UNSUPPORTED_CAPS, want_hmem ? FI_HMEM : 0);
 		if (cuda)
 			th_cuda_mode_info(dup, hints);
+		if (cq_data && dup->domain_attr && dup->domain_attr->cq_data_size > cq_data)
+			dup->domain_attr->cq_data_size = cq_data;
 		if (want_mr_hmem)
 			dup->domain_attr->mr_mode |= FI_MR_HMEM;
 		*tail = dup;

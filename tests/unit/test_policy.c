@@ -1513,10 +1513,15 @@ static int test_datapath_defaults(void)
 	policy_data_path(false, true, "a quirk", "tcp;ofi_rxm", fi, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "(NCCL_FABRIC_RMA=0)");
+	/* 4 bytes (EFA, verbs, opx): writes, the size summed from the completions */
 	fi->domain_attr->cq_data_size = 4;
 	policy_data_path(true, false, NULL, "x", fi, &dp);
+	CHECK(dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "4 bytes of remote CQ data: the receiver sums the size");
+	fi->domain_attr->cq_data_size = 3;
+	policy_data_path(true, false, NULL, "x", fi, &dp);
 	CHECK(!dp.rma);
-	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 8 bytes");
+	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 4 bytes");
 	fi->domain_attr->cq_data_size = 8;
 	fi->mode |= FI_RX_CQ_DATA;
 	policy_data_path(true, false, NULL, "x", fi, &dp);
