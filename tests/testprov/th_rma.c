@@ -449,14 +449,13 @@ static int th_rma_move(struct th_domain *dom, uint64_t key, uint64_t off, uint64
 		       int to_dev, struct th_copy_err *cerr)
 {
 	struct th_mr *mr;
-	int ret = 0, found = 0;
+	int ret = 0;
 	size_t i;
 
 	pthread_mutex_lock(&dom->lock);
 	for (mr = dom->cuda_mrs; mr; mr = mr->next_cuda) {
 		if (!mr->shadow || mr->mr_fid.key != key)
 			continue;
-		found = 1;
 		if (off > mr->len || len > mr->len - off) {
 			th_log("error rma-range key=0x%" PRIx64 " off=%" PRIu64 " len=%" PRIu64
 			       " mr_len=%zu dom=%u",
@@ -487,7 +486,6 @@ static int th_rma_move(struct th_domain *dom, uint64_t key, uint64_t off, uint64
 		break;
 	}
 	pthread_mutex_unlock(&dom->lock);
-	(void)found;
 	return ret;
 }
 
