@@ -362,7 +362,8 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->cq_batch = (int)p->cfg.v[CFG_CQ_BATCH].i;
 		struct policy_data_path path;
 		policy_data_path(p->cfg.v[CFG_RMA].i != 0, p->cfg.v[CFG_RMA].source == CFG_SRC_ENV,
-				 traits.no_write_why, sel->provider, dev->info, &path);
+				 traits.no_write_why, sel->provider, dev->info,
+				 getenv("FI_CXI_ENABLE_WRITEDATA"), &path);
 		dev->rma_cfg = path.rma;
 		util_strlcpy(dev->data_reason, path.reason, sizeof(dev->data_reason));
 		dev->stripe_min = (size_t)p->cfg.v[CFG_STRIPE_MIN].i;

@@ -115,9 +115,14 @@ bool policy_name_matches(const char *item, const char *prov)
 
 bool policy_name_matches_core(const char *item, const char *prov)
 {
-	/* core name of a layered provider: "tcp" names "tcp;ofi_rxm" */
+	/* the core of a layered provider ("tcp" names "tcp;ofi_rxm"), or the
+	 * layer on top ("ofi_rxm" names it too; a wrapping provider is found
+	 * by its own name over any core) */
 	size_t n = strcspn(prov, ";");
-	return prov[n] == ';' && item[0] && strlen(item) == n && !strncasecmp(item, prov, n);
+	const char *top = strrchr(prov, ';');
+	if (prov[n] != ';' || !item[0])
+		return false;
+	return (strlen(item) == n && !strncasecmp(item, prov, n)) || !strcasecmp(item, top + 1);
 }
 
 static bool item_matches(const char *item, bool exact, const char *prov)
@@ -176,8 +181,8 @@ static void describe_names(const struct name_list *l, const struct policy_select
 				     inc ? "" : "^", item, item);
 		else if (layered)
 			w = snprintf(buf + off, len - off,
-				     "%s\"%s%s\" names the providers layered on %s (%s...): no provider "
-				     "is called %s here",
+				     "%s\"%s%s\" names the layered providers with %s in them (%s...): no "
+				     "provider is called %s alone here",
 				     off ? "; " : "", inc ? "" : "^", item, item, layered, item);
 		else
 			w = snprintf(buf + off, len - off, "%s\"%s%s\" names no provider listed here",
@@ -239,6 +244,20 @@ static void fill_cand(struct policy_cand *c, const struct fi_info *info, int att
 	c->tag_bits = policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
 }
 
+static size_t cq_data_of(const struct fi_info *info)
+{
+	return info->domain_attr ? info->domain_attr->cq_data_size : 0;
+}
+
+/* Whether an entry can carry large messages as RMA writes with CQ data
+ * (policy_data_path's conditions on the entry). */
+static bool writes_fit(const struct fi_info *info)
+{
+	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4 &&
+	       !(info->mode & FI_RX_CQ_DATA);
+}
+
 /* libfabric lists the same entry several times (one per layering path): an
  * identical entry from the same attempt, or from the same attempt asked again
  * at API 1.17, is counted on the first, not listed. */
@@ -253,7 +272,8 @@ static struct policy_cand *find_twin(struct policy_selection *sel, const struct 
 				(op->hmem == cp->hmem && op->remote == cp->remote && op->rma == cp->rma);
 		if (same_ask && !strcmp(o->prov, c->prov) &&
 		    !strcmp(o->domain, c->domain) && !strcmp(o->fabric, c->fabric) &&
-		    o->info->caps == c->info->caps)
+		    o->info->caps == c->info->caps && cq_data_of(o->info) == cq_data_of(c->info) &&
+		    o->tag_bits == c->tag_bits)
 			return o;
 	}
 	return NULL;
@@ -312,10 +332,22 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 		return false;
 	}
 	for (int k = 0; k < sel->ncands; k++) {
-		const struct policy_cand *o = &sel->cands[k];
+		struct policy_cand *o = &sel->cands[k];
 		if (o == c || !o->kept || o->hmem != c->hmem)
 			continue;
 		if (!strcmp(o->prov, c->prov) && !strcmp(o->domain, c->domain)) {
+			/* a provider may offer the same domain as several instances
+			 * (psm3: one with a 64-bit tag and no CQ data, one with a
+			 * 60-bit tag and 4 bytes of it): the one that carries RMA
+			 * writes wins */
+			if (!writes_fit(o->info) && writes_fit(info)) {
+				o->kept = false;
+				snprintf(o->reason, sizeof(o->reason),
+					 "same provider and domain as candidate %d, which is used: "
+					 "its %zu bytes of remote CQ data carry RMA writes",
+					 (int)(c - sel->cands), cq_data_of(info));
+				continue;
+			}
 			snprintf(c->reason, sizeof(c->reason),
 				 "same provider and domain as candidate %d, which is used", k);
 			return false;
@@ -854,8 +886,19 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 
 /* ---------------- the data path ---------------- */
 
+/* cxi: the provider's writedata is off unless FI_CXI_ENABLE_WRITEDATA is true
+ * (it then fails with -FI_ENOSYS). */
+static bool cxi_writedata_off(const char *provider, const char *cxi_writedata)
+{
+	size_t n = provider ? strcspn(provider, ";") : 0;
+	if (n != 3 || strncasecmp(provider, "cxi", 3))
+		return false;
+	return !cxi_writedata || !(!strcmp(cxi_writedata, "1") || !strcasecmp(cxi_writedata, "true") ||
+				   !strcasecmp(cxi_writedata, "yes") || !strcasecmp(cxi_writedata, "on"));
+}
+
 void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
-		      const char *provider, const struct fi_info *info,
+		      const char *provider, const struct fi_info *info, const char *cxi_writedata,
 		      struct policy_data_path *out)
 {
 	const char *prov = provider && provider[0] ? provider : "(none)";
@@ -871,6 +914,10 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 		why = "the provider's remote CQ data is shorter than 4 bytes";
 	else if (info->mode & FI_RX_CQ_DATA)
 		why = "the provider's remote CQ data consumes a receive (FI_RX_CQ_DATA)";
+	else if (cxi_writedata_off(provider, cxi_writedata))
+		why = "cxi sends remote CQ data with writes only when FI_CXI_ENABLE_WRITEDATA=1 is "
+		      "set (libfabric's default is off, and its writedata then fails): set it for "
+		      "every rank to get RMA writes";
 	else if (no_write_why && !cfg_explicit)
 		why = no_write_why;
 	out->rma = why == NULL;

@@ -29,8 +29,9 @@
  * member, so its presence cannot be tested with #ifdef; the number is stable. */
 #define POLICY_OPT_CUDA_API_PERMITTED 10
 
-/* Mode bits the plugin honours: every request starts with a struct fi_context2. */
-#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2)
+/* Mode bits the plugin honours: every request starts with a struct fi_context2,
+ * and the iov arrays its msg calls name live in the request (FI_ASYNC_IOV). */
+#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)
 /* mr_mode bits the plugin honours (registration in ofi/ofi_domain.c, and the
  * data path). */
 #define POLICY_SUPPORTED_MR_MODE                                                              \
@@ -251,9 +252,11 @@ struct policy_data_path {
 	char reason[POLICY_REASON_LEN];
 };
 /* cfg_rma: NCCL_FABRIC_RMA; cfg_explicit: set in the environment (it then
- * overrides no_write_why, the traits' reason against writes by default). */
+ * overrides no_write_why, the traits' reason against writes by default);
+ * cxi_writedata: FI_CXI_ENABLE_WRITEDATA's value (NULL: unset), without which
+ * cxi has no writes with CQ data. */
 void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
-		      const char *provider, const struct fi_info *info,
+		      const char *provider, const struct fi_info *info, const char *cxi_writedata,
 		      struct policy_data_path *out);
 
 /* The eager limit: messages up to it are sent without waiting for the
@@ -265,9 +268,10 @@ size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *re
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed
- * provider's full name names the providers layered on that core provider
+ * provider's full name names the layered providers whose core or top it is
  * ("tcp" -> "tcp;ofi_rxm" on libfabric 1.x, which has no native tcp RDM
- * provider). policy_name_matches answers the first rule, ..._core the second. */
+ * provider; "ofi_rxm" -> "verbs;ofi_rxm"). policy_name_matches answers the
+ * first rule, ..._core the second. */
 bool policy_name_matches(const char *item, const char *prov_name);
 bool policy_name_matches_core(const char *item, const char *prov_name);
 

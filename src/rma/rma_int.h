@@ -116,6 +116,15 @@ struct rma_req {
 	uint64_t operand;             /* the signal's addend (registered) */
 	struct rma_sig_msg sig_msg;   /* ... or its message (registered) */
 	uint64_t scratch;             /* a flush reads into it (registered) */
+	/* the arrays the posts name, alive until their completions: a provider
+	 * with FI_ASYNC_IOV (opx) reads them after the call returns */
+	struct {
+		struct iovec iov;
+		struct fi_rma_iov riov;
+		struct fi_ioc ioc;
+		struct fi_rma_ioc rioc;
+		void *desc;
+	} vec[2];
 };
 
 struct rma_ctx {

@@ -224,15 +224,15 @@ static int post_signal(struct rma_req *r)
 	uint32_t rank = (uint32_t)(r->op[1].index >> 8);
 	bool in_cb = r->chain; /* chained signals are posted from the put's completion */
 	op_prepare(r, 1, rank, NULL);
-	struct fi_ioc ioc = { .addr = &r->operand, .count = 1 };
-	struct fi_rma_ioc rioc = { .addr = r->sig_addr, .count = 1, .key = r->sig_key };
-	void *desc = ofi_ep_desc(c->ep, r->ctx->reqs_mr->desc);
+	r->vec[1].ioc = (struct fi_ioc){ .addr = &r->operand, .count = 1 };
+	r->vec[1].rioc = (struct fi_rma_ioc){ .addr = r->sig_addr, .count = 1, .key = r->sig_key };
+	r->vec[1].desc = ofi_ep_desc(c->ep, r->ctx->reqs_mr->desc);
 	struct fi_msg_atomic msg = {
-		.msg_iov = &ioc,
-		.desc = &desc,
+		.msg_iov = &r->vec[1].ioc,
+		.desc = &r->vec[1].desc,
 		.iov_count = 1,
 		.addr = r->sig_dest,
-		.rma_iov = &rioc,
+		.rma_iov = &r->vec[1].rioc,
 		.rma_iov_count = 1,
 		.datatype = FI_UINT64,
 		.op = FI_SUM,
@@ -244,9 +244,9 @@ static int post_signal(struct rma_req *r)
 	uint64_t fl = FI_COMPLETION;
 	if (c->dev->decision.order == POLICY_RMA_ORDER_FENCE && r->nops == 2 && !r->chain)
 		fl |= FI_FENCE;
-	struct iovec siov = { .iov_base = &r->sig_msg, .iov_len = sizeof(r->sig_msg) };
-	struct fi_msg smsg = { .msg_iov = &siov,
-			       .desc = &desc,
+	r->vec[1].iov = (struct iovec){ .iov_base = &r->sig_msg, .iov_len = sizeof(r->sig_msg) };
+	struct fi_msg smsg = { .msg_iov = &r->vec[1].iov,
+			       .desc = &r->vec[1].desc,
 			       .iov_count = 1,
 			       .addr = r->sig_dest,
 			       .context = &r->op[1].ctx };
@@ -277,14 +277,14 @@ static int post_data(struct rma_req *r)
 	struct rma_coll *c = r->ctx->coll;
 	uint32_t rank = (uint32_t)(r->op[0].index >> 8);
 	op_prepare(r, 0, rank, r->lmr);
-	void *desc = ofi_ep_desc(c->ep, r->lmr->desc);
-	struct iovec iov = { .iov_base = r->lbuf, .iov_len = r->len };
-	struct fi_rma_iov riov = { .addr = r->raddr, .len = r->len, .key = r->rkey };
-	struct fi_msg_rma msg = { .msg_iov = &iov,
-				  .desc = &desc,
+	r->vec[0].desc = ofi_ep_desc(c->ep, r->lmr->desc);
+	r->vec[0].iov = (struct iovec){ .iov_base = r->lbuf, .iov_len = r->len };
+	r->vec[0].riov = (struct fi_rma_iov){ .addr = r->raddr, .len = r->len, .key = r->rkey };
+	struct fi_msg_rma msg = { .msg_iov = &r->vec[0].iov,
+				  .desc = &r->vec[0].desc,
 				  .iov_count = 1,
 				  .addr = r->dest,
-				  .rma_iov = &riov,
+				  .rma_iov = &r->vec[0].riov,
 				  .rma_iov_count = 1,
 				  .context = &r->op[0].ctx };
 	int tries = 0;

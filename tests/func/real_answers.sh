@@ -80,7 +80,7 @@ echo "ok    $label: answers ${V[1]}, host memory (no FI_HMEM entry)"
 report "tcp" NCCL_FABRIC_PROVIDER=tcp
 if [ $kind = old ]; then
 	is provider "${V[0]}" "tcp;ofi_rxm"
-	contains names "${V[10]}" '"tcp" names the providers layered on tcp'
+	contains names "${V[10]}" '"tcp" names the layered providers with tcp in them'
 else
 	is provider "${V[0]}" tcp
 	contains names "${V[10]}" '"tcp" names provider tcp'

@@ -66,6 +66,46 @@ enum th_mode th_mode_from_env(void);
  * fewer bytes of immediate data has (EFA, verbs: 4): entries say so, a hint
  * asking for more finds nothing, and only that many low bytes arrive. */
 size_t th_cq_data_size_from_env(void);
+/* ---- provider profiles (th_profile.c) ---- */
+
+/* What a real provider reports and enforces (TESTHMEM_PROFILE). */
+struct th_profile {
+	const char *name;	 /* the TESTHMEM_PROFILE value */
+	const char *prov;	 /* entries are named "<prov>;testhmem" */
+	uint64_t caps;		 /* all it offers (FI_HMEM added when hinted) */
+	uint64_t mode;		 /* required of the consumer */
+	uint64_t mode_hinted;	 /* set only when the hints carry it */
+	int mr_mode;		 /* required */
+	int mr_mode_hinted;	 /* set only when the hints carry it */
+	size_t mr_key_size;
+	size_t cq_data_size;
+	size_t inject_size;
+	size_t max_msg_size;
+	size_t msg_mtu;		 /* sends at most this (0: max_msg_size) */
+	size_t iov_limit, rma_iov_limit;
+	size_t size;		 /* tx and rx queue sizes reported */
+	uint64_t msg_order;
+	unsigned tag_bits;	 /* 0: no FI_TAGGED */
+	const char *cuda_api;	 /* FI_OPT_CUDA_API_PERMITTED's answer */
+	const char *writedata_env; /* writedata needs this variable set to 1 */
+	int tag64_first;	 /* psm3: a tag64 entry without CQ data first */
+};
+
+/* TESTHMEM_PROFILE's profile, or NULL (pass-through). */
+const struct th_profile *th_profile(void);
+/* Appends to *tail the profile's entries for one base entry (none when the
+ * hints ask for what the profile lacks). */
+int th_profile_entries(const struct th_profile *p, const struct fi_info *hints,
+		       struct fi_info *base_entry, struct fi_info ***tail);
+/* Whether writedata may run (cxi: FI_CXI_ENABLE_WRITEDATA=1). */
+int th_profile_writedata_ok(const struct th_profile *p);
+/* Provider keys: a new one for the registration of [va, va+len), unique on the
+ * host (0: the host's table is out of reach); forgotten at close; the
+ * registration a key names (1), for the initiator's offset. */
+uint64_t th_profile_key_new(const struct th_profile *p, uint64_t va, uint64_t len);
+void th_profile_key_free(const struct th_profile *p, uint64_t key);
+int th_profile_key_va(const struct th_profile *p, uint64_t key, uint64_t *va, uint64_t *len);
+
 /* Appends one line to TESTHMEM_LOG (no-op when unset); one write() per line. */
 void th_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* TESTHMEM_TRACE (read at fi_domain): 0 off, 1 a line per data operation, copy and
@@ -85,6 +125,10 @@ const char *th_iface_name(enum fi_hmem_iface iface);
  * are addressed by offset (th_rma.c). */
 struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_name,
 				enum th_mode mode);
+/* Under a profile the base opens its own entry for the domain ours names
+ * (our attributes are not the base's); else th_info_to_base. */
+struct fi_info *th_base_entry(const struct fi_info *info, const char *base_name,
+			      enum th_mode mode);
 
 /* fid-level stubs shared by every object */
 int th_no_bind(struct fid *fid, struct fid *bfid, uint64_t flags);
@@ -152,6 +196,17 @@ struct th_domain {
 	struct th_mr *cuda_mrs;	   /* live CUDA-iface MRs, for address lookups */
 	struct th_cuda_dom *cuda;  /* cuda mode only */
 	struct th_rma_dom *rma;	   /* cuda mode only: remote RMA emulation (th_rma.c) */
+	/* TESTHMEM_PROFILE, with the attributes of the entry the domain opened */
+	const struct th_profile *profile;
+	int mr_mode;		   /* the consumer's view */
+	uint64_t tag_mask;	   /* tag bits a call may use */
+	int tagged;		   /* FI_TAGGED offered */
+	size_t ctx_bytes;	   /* FI_CONTEXT(2): bytes of the caller's context we own */
+	size_t inject_size, msg_max, rma_max, iov_limit, rma_iov_limit;
+	atomic_ulong rule_errors;  /* calls refused by a profile rule */
+	/* virtual addresses reach a base that takes offsets: translated with
+	 * the host's key table */
+	int virt_xlate;
 };
 
 /* Around each data call and CQ read: one at a time over shm (serialize). */
@@ -185,6 +240,11 @@ struct th_mr {
 	 * base in place of the device memory (th_rma.c moves the bytes) */
 	void *shadow;
 	struct th_mr *next_cuda, *prev_cuda;
+	/* profiles: the provider's key (freed at close), and FI_MR_ENDPOINT's
+	 * registration waiting for its bind and enable */
+	uint64_t prov_key;
+	int pending, bound;
+	uint64_t req_key, reg_flags;
 };
 
 struct th_av {

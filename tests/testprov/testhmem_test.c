@@ -3,6 +3,8 @@
  *
  *   testhmem_test getinfo   FI_HMEM hints find provider "testhmem"; no rxm stacking
  *   testhmem_test setopt    FI_OPT_CUDA_API_PERMITTED / FI_OPT_FI_HMEM_P2P answers
+ *   testhmem_test profile   TESTHMEM_PROFILE's attributes and rules, each broken once
+ *                           and caught, beside a transfer of each kind
  *   testhmem_test xfer      tagged, msg and RMA transfers between two endpoints of
  *                           one process through buffers registered as FI_HMEM_CUDA;
  *                           every byte checked, then the TESTHMEM_LOG lines
@@ -1869,6 +1871,348 @@ static int test_copyerr(void)
 	return failures ? 1 : 0;
 }
 
+
+/* ---- profiles (TESTHMEM_PROFILE): each rule, and a consumer breaking it caught ---- */
+
+/* What each profile must report, written from the reference sheet apart from
+ * the provider's own table, so that a rule taken out of the provider fails
+ * here. */
+struct profile_want {
+	const char *name, *prov;
+	size_t cq_data, key_size;
+	int mr_required;
+	uint64_t mode;
+	size_t inject, send_max, iov_limit;
+	unsigned tag_bits; /* 0: no FI_TAGGED */
+	size_t ctx_bytes;  /* of the caller's context the provider owns */
+	int cuda_answer;
+	int writedata_env; /* cxi */
+};
+
+static const struct profile_want profile_wants[] = {
+	{ "efa-direct", "efa;testhmem", 4, 4,
+	  FI_MR_LOCAL | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR, FI_CONTEXT2, 32, 8192,
+	  2, 0, sizeof(struct fi_context2), 0, 0 },
+	{ "efa", "efa;testhmem", 4, 4, FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR, 0, 4096,
+	  0, 4, 64, 0, 0, 0 },
+	{ "verbs", "verbs;ofi_rxm;testhmem", 4, 4,
+	  FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR, 0, 192, 1u << 30, 4, 64, 0,
+	  -FI_EOPNOTSUPP, 0 },
+	{ "cxi", "cxi;testhmem", 8, 8, FI_MR_ENDPOINT | FI_MR_ALLOCATED | FI_MR_PROV_KEY, 0, 192,
+	  0, 1, 48, 0, -FI_EOPNOTSUPP, 1 },
+	{ "psm3", "psm3;testhmem", 4, 8, 0, FI_CONTEXT, 64, 0, 13, 60, sizeof(struct fi_context),
+	  0, 0 },
+	{ "opx", "opx;testhmem", 4, 8, 0, FI_ASYNC_IOV, 16, 0, 1, 64, 0, 0, 0 },
+};
+
+static struct fi_info *profile_hints(uint64_t caps)
+{
+	struct fi_info *h = make_hints(caps, "testhmem");
+
+	h->mode |= FI_ASYNC_IOV;
+	h->domain_attr->mr_mode |= FI_MR_ENDPOINT;
+	h->domain_attr->mr_mode &= ~FI_MR_HMEM;
+	return h;
+}
+
+static int profile_finds(struct fi_info *h)
+{
+	struct fi_info *got = NULL;
+	int ret = fi_getinfo(API_VERSION, NULL, NULL, 0, h, &got);
+
+	fi_freeinfo(got);
+	fi_freeinfo(h);
+	return ret == 0;
+}
+
+static int rule_logged(const char *rule)
+{
+	char prefix[96];
+
+	snprintf(prefix, sizeof(prefix), "error rule=%s ", rule);
+	return log_count(prefix);
+}
+
+static struct fid_mr *profile_reg(struct side *s, void *buf, size_t len, uint64_t access,
+				  uint64_t key)
+{
+	struct fid_mr *mr = NULL;
+
+	MUST(fi_mr_reg(s->domain, buf, len, access, 0, key, 0, &mr, NULL));
+	if (info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+		MUST(fi_mr_bind(mr, &s->ep->fid, 0));
+		MUST(fi_mr_enable(mr));
+	}
+	return mr;
+}
+
+static int test_profile(void)
+{
+	const char *name = getenv("TESTHMEM_PROFILE");
+	const struct profile_want *w = NULL;
+	enum { LEN = 1 << 20 };
+	struct fi_context2 ctx[8];
+	char *a_buf, *b_buf;
+	struct comp c;
+	size_t i;
+
+	for (i = 0; name && i < sizeof(profile_wants) / sizeof(profile_wants[0]); i++)
+		if (!strcmp(name, profile_wants[i].name))
+			w = &profile_wants[i];
+	if (!w) {
+		printf("SKIP: TESTHMEM_PROFILE names no profile this test knows\n");
+		return SKIP;
+	}
+	if (!base_available()) {
+		printf("SKIP: base provider \"%s\" offers nothing here\n", base_name());
+		return SKIP;
+	}
+	log_reset();
+	uint64_t caps = FI_MSG | FI_RMA | (w->tag_bits ? FI_TAGGED : 0);
+
+	/* getinfo: the hint rules */
+	if (!w->tag_bits)
+		CHECK(!profile_finds(profile_hints(FI_MSG | FI_TAGGED | FI_RMA)));
+	if (w->cq_data < 8) {
+		struct fi_info *h = profile_hints(caps);
+
+		h->domain_attr->cq_data_size = w->cq_data + 1;
+		CHECK(!profile_finds(h));
+	}
+	if (w->mode) {
+		struct fi_info *h = profile_hints(caps);
+
+		h->mode &= ~w->mode;
+		CHECK(!profile_finds(h));
+	}
+	if (w->mr_required) {
+		struct fi_info *h = profile_hints(caps);
+
+		h->domain_attr->mr_mode &= ~(w->mr_required & -w->mr_required); /* lowest bit */
+		CHECK(!profile_finds(h));
+	}
+	if (!strcmp(w->name, "psm3")) {
+		/* to a hint of no CQ data: the tag64 instance first, then tag60 */
+		struct fi_info *h = profile_hints(caps), *got = NULL;
+
+		MUST(fi_getinfo(API_VERSION, NULL, NULL, 0, h, &got));
+		CHECK(got->domain_attr->cq_data_size == 0);
+		CHECK(got->next && got->next->domain_attr->cq_data_size == 4);
+		fi_freeinfo(got);
+		fi_freeinfo(h);
+	}
+
+	/* the entry */
+	struct fi_info *h = profile_hints(caps);
+
+	h->domain_attr->cq_data_size = w->cq_data;
+	MUST(fi_getinfo(API_VERSION, NULL, NULL, 0, h, &info));
+	fi_freeinfo(h);
+	MUST(fi_fabric(info->fabric_attr, &fabric, NULL));
+	printf("profile %s: prov %s, mr_mode 0x%x, mode 0x%llx, cq_data %zu, key %zu, inject %zu, "
+	       "tag 0x%llx\n",
+	       w->name, info->fabric_attr->prov_name, info->domain_attr->mr_mode,
+	       (unsigned long long)info->mode, info->domain_attr->cq_data_size,
+	       info->domain_attr->mr_key_size, info->tx_attr->inject_size,
+	       (unsigned long long)info->ep_attr->mem_tag_format);
+	CHECK(!strcmp(info->fabric_attr->prov_name, w->prov));
+	CHECK(info->domain_attr->cq_data_size == w->cq_data);
+	CHECK(info->domain_attr->mr_key_size == w->key_size);
+	CHECK((info->domain_attr->mr_mode & w->mr_required) == w->mr_required);
+	CHECK(!(info->domain_attr->mr_mode & ~(w->mr_required | FI_MR_LOCAL)));
+	CHECK((info->mode & (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)) == w->mode);
+	CHECK(info->tx_attr->inject_size == w->inject);
+	CHECK(info->tx_attr->iov_limit == w->iov_limit);
+	CHECK(!!(info->caps & FI_TAGGED) == !!w->tag_bits);
+	if (w->tag_bits && w->tag_bits < 64)
+		CHECK(info->ep_attr->mem_tag_format == (1ULL << w->tag_bits) - 1);
+
+	open_side(&A, FI_CQ_FORMAT_DATA);
+	open_side(&B, FI_CQ_FORMAT_TAGGED);
+	{
+		/* FI_OPT_CUDA_API_PERMITTED: the real provider's answer (before enable) */
+		bool no = false;
+
+		CHECK_RET(fi_setopt(&A.ep->fid, FI_OPT_ENDPOINT, OPT_CUDA_API_PERMITTED, &no,
+				    sizeof(no)),
+			  w->cuda_answer);
+	}
+	connect_sides();
+	if (posix_memalign((void **)&a_buf, 4096, LEN) || posix_memalign((void **)&b_buf, 4096, LEN))
+		exit(1);
+
+	/* FI_MR_ENDPOINT: a registration reaches the wire only bound and enabled */
+	if (w->mr_required & FI_MR_ENDPOINT) {
+		struct fid_mr *mr = NULL;
+
+		MUST(fi_mr_reg(A.domain, a_buf, LEN, FI_SEND, 0, 7, 0, &mr, NULL));
+		CHECK(fi_mr_key(mr) == FI_KEY_NOTAVAIL);
+		CHECK_RET(fi_mr_enable(mr), -FI_EINVAL);
+		CHECK(rule_logged("mr-endpoint-unbound") == 1);
+		CHECK_RET(fi_send(A.ep, a_buf, 64, fi_mr_desc(mr), A.peer, &ctx[0]), -FI_EINVAL);
+		CHECK(rule_logged("mr-endpoint-not-enabled") == 1);
+		MUST(fi_mr_bind(mr, &A.ep->fid, 0));
+		MUST(fi_mr_enable(mr));
+		CHECK(fi_mr_key(mr) != FI_KEY_NOTAVAIL);
+		MUST(fi_close(&mr->fid));
+	}
+	struct fid_mr *a_mr = profile_reg(&A, a_buf, LEN, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 11);
+	struct fid_mr *b_mr = profile_reg(&B, b_buf, LEN,
+					  FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 12);
+	void *ad = fi_mr_desc(a_mr), *bd = fi_mr_desc(b_mr);
+	uint64_t bkey = fi_mr_key(b_mr);
+
+	if (info->domain_attr->mr_mode & FI_MR_PROV_KEY) {
+		/* the provider's keys: not the ones asked for, of its width, distinct */
+		CHECK(bkey != 12 && fi_mr_key(a_mr) != 11 && bkey != fi_mr_key(a_mr) && bkey);
+		if (w->key_size == 4)
+			CHECK(bkey <= UINT32_MAX);
+	} else {
+		CHECK(bkey == 12);
+	}
+
+	/* a message, with the context words the provider owns */
+	fill(a_buf, 4096, 1, 0);
+	zero(b_buf, 4096, 0);
+	memset(&ctx[0], 0, sizeof(ctx[0]));
+	POST(fi_recv(B.ep, b_buf, 4096, bd, B.peer, &ctx[0]));
+	if (w->ctx_bytes) {
+		static const struct fi_context2 zero_ctx;
+
+		CHECK(memcmp(&ctx[0], &zero_ctx, w->ctx_bytes) != 0);
+	}
+	POST(fi_send(A.ep, a_buf, 4096, ad, A.peer, &ctx[1]));
+	c = wait_comp(&B, &ctx[0]);
+	CHECK(c.len == 4096);
+	wait_comp(&A, &ctx[1]);
+	verify(b_buf, 4096, 1, 0, 0, "send/recv");
+
+	/* FI_MR_LOCAL: a send without its desc */
+	if (info->domain_attr->mr_mode & FI_MR_LOCAL) {
+		CHECK_RET(fi_send(A.ep, a_buf, 64, NULL, A.peer, &ctx[1]), -FI_EINVAL);
+		CHECK(rule_logged("mr-local") == 1);
+	}
+	/* injects up to inject_size */
+	fill(a_buf, w->inject, 2, 0);
+	POST(fi_recv(B.ep, b_buf, 4096, bd, B.peer, &ctx[0]));
+	POST(fi_inject(A.ep, a_buf, w->inject, A.peer));
+	c = wait_comp(&B, &ctx[0]);
+	CHECK(c.len == w->inject);
+	verify(b_buf, w->inject, 2, 0, 0, "inject");
+	CHECK_RET(fi_inject(A.ep, a_buf, w->inject + 1, A.peer), -FI_EINVAL);
+	CHECK(rule_logged("inject-size") >= 1);
+	/* sends up to the message size */
+	if (w->send_max && w->send_max < LEN) {
+		CHECK_RET(fi_send(A.ep, a_buf, w->send_max + 1, ad, A.peer, &ctx[1]), -FI_EINVAL);
+		CHECK(rule_logged("msg-size") == 1);
+	}
+	/* iov_limit */
+	if (w->iov_limit < 4) {
+		struct iovec iov[4];
+		void *descs[4] = { ad, ad, ad, ad };
+
+		for (i = 0; i < 4; i++)
+			iov[i] = (struct iovec){ a_buf + 64 * i, 64 };
+		CHECK_RET(fi_sendv(A.ep, iov, descs, w->iov_limit + 1, A.peer, &ctx[1]), -FI_EINVAL);
+		CHECK(rule_logged("iov-limit") == 1);
+	}
+	/* tags: none at all, or no wider than the format */
+	if (!w->tag_bits) {
+		CHECK_RET(fi_tsend(A.ep, a_buf, 64, ad, A.peer, 1, &ctx[1]), -FI_ENOSYS);
+		CHECK(rule_logged("no-tags") == 1);
+	} else {
+		uint64_t tag = w->tag_bits < 64 ? (1ULL << (w->tag_bits - 1)) | 5 : 5;
+
+		fill(a_buf, 256, 3, 0);
+		POST(fi_trecv(B.ep, b_buf, 256, bd, B.peer, tag, 0, &ctx[0]));
+		POST(fi_tsend(A.ep, a_buf, 256, ad, A.peer, tag, &ctx[1]));
+		c = wait_comp(&B, &ctx[0]);
+		CHECK(c.len == 256 && c.tag == tag);
+		wait_comp(&A, &ctx[1]);
+		verify(b_buf, 256, 3, 0, 0, "tsend/trecv");
+		if (w->tag_bits < 64) {
+			CHECK_RET(fi_tsend(A.ep, a_buf, 64, ad, A.peer, 1ULL << w->tag_bits, &ctx[1]),
+				  -FI_EINVAL);
+			CHECK(rule_logged("tag-width") == 1);
+		}
+	}
+
+	/* RMA write with CQ data: only cq_data bytes of it arrive, with the length */
+	uint64_t off = 8192, raddr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
+					     ? (uint64_t)(uintptr_t)(b_buf + off)
+					     : off;
+	uint64_t data = 0x1122334455667788ULL;
+	uint64_t want_data = w->cq_data >= 8 ? data : data & ((1ULL << (8 * w->cq_data)) - 1);
+	size_t wlen = 65536;
+
+	fill(a_buf, wlen, 4, 0);
+	zero(b_buf + off, wlen, 0);
+	if (w->writedata_env) {
+		unsetenv("FI_CXI_ENABLE_WRITEDATA");
+		CHECK_RET(fi_writedata(A.ep, a_buf, wlen, ad, data, A.peer, raddr, bkey, &ctx[1]),
+			  -FI_ENOSYS);
+		CHECK(rule_logged("writedata-disabled") == 1);
+		setenv("FI_CXI_ENABLE_WRITEDATA", "1", 1);
+	}
+	POST(fi_writedata(A.ep, a_buf, wlen, ad, data, A.peer, raddr, bkey, &ctx[1]));
+	wait_comp(&A, &ctx[1]);
+	for (;;) {
+		/* the target's completion has no context of ours */
+		int found = 0;
+
+		poll_cq(&A, &pend_a);
+		poll_cq(&B, &pend_b);
+		for (i = 0; i < (size_t)pend_b.n; i++) {
+			if (pend_b.c[i].flags & FI_REMOTE_CQ_DATA) {
+				c = pend_b.c[i];
+				pend_b.c[i] = pend_b.c[--pend_b.n];
+				found = 1;
+				break;
+			}
+		}
+		if (found)
+			break;
+	}
+	CHECK(c.data == want_data);
+	if (w->cq_data < 8)
+		CHECK(c.len == wlen); /* the size is summed from the lengths */
+	verify(b_buf + off, wlen, 4, 0, 0, "writedata");
+
+	/* the other kind of address (an offset where VAs are due, a VA where
+	 * offsets are) lands in no registration */
+	{
+		uint64_t wrong = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
+					 ? off
+					 : (uint64_t)(uintptr_t)(b_buf + off);
+		if (info->domain_attr->mr_mode & FI_MR_PROV_KEY) {
+			/* a remote access error at the initiator */
+			POST(fi_write(A.ep, a_buf, 64, ad, A.peer, wrong, bkey, &ctx[2]));
+			expect_errors = 1;
+			c = wait_comp_err(&A, &ctx[2], FI_EACCES);
+			expect_errors = 0;
+			CHECK(rule_logged("remote-range") == 1);
+			/* and a key that names nothing */
+			POST(fi_write(A.ep, a_buf, 64, ad, A.peer, raddr, bkey ^ 0x5a5a, &ctx[2]));
+			expect_errors = 1;
+			c = wait_comp_err(&A, &ctx[2], FI_EACCES);
+			expect_errors = 0;
+			CHECK(rule_logged("remote-key") == 1);
+		}
+		/* with the consumer's keys the target refuses it (the base's own
+		 * check): nothing lands */
+	}
+
+	printf("rules logged: %d\n", log_count("error rule="));
+	MUST(fi_close(&a_mr->fid));
+	MUST(fi_close(&b_mr->fid));
+	close_side(&A);
+	close_side(&B);
+	close_fabric();
+	free(a_buf);
+	free(b_buf);
+	return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -1891,8 +2235,10 @@ int main(int argc, char **argv)
 		ret = test_multidev();
 	else if (!strcmp(what, "copyerr"))
 		ret = test_copyerr();
+	else if (!strcmp(what, "profile"))
+		ret = test_profile();
 	else {
-		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr\n", argv[0]);
+		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr|profile\n", argv[0]);
 		return 2;
 	}
 	if (ret == SKIP)

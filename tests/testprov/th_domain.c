@@ -74,15 +74,34 @@ struct th_mr *th_domain_find_cuda(struct th_domain *dom, const void *buf, size_t
 
 /* ---- memory registration ---- */
 
+/* The base's registration of mr: its shadow in place of device memory, as
+ * host memory, under the key requested (or the profile's). */
+static int th_mr_base_register(struct th_mr *mr)
+{
+	struct th_domain *dom = mr->domain;
+	struct iovec shadow_iov = { mr->shadow, mr->len };
+	struct fi_mr_attr battr;
+
+	memset(&battr, 0, sizeof(battr));
+	battr.mr_iov = mr->shadow ? &shadow_iov : mr->iov;
+	battr.iov_count = mr->shadow ? 1 : mr->iov_count;
+	battr.access = mr->access;
+	battr.requested_key = mr->req_key;
+	battr.context = mr->mr_fid.fid.context;
+	battr.iface = FI_HMEM_SYSTEM;
+	return fi_mr_regattr(dom->base, &battr, mr->reg_flags, &mr->base);
+}
+
 static int th_mr_close(struct fid *fid)
 {
 	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
 	struct th_domain *dom = mr->domain;
 	int ret;
 
-	ret = fi_close(&mr->base->fid);
+	ret = mr->base ? fi_close(&mr->base->fid) : 0;
 	if (ret)
 		return ret;
+	th_profile_key_free(dom->profile, mr->prov_key);
 	if (mr->iface == FI_HMEM_CUDA) {
 		pthread_mutex_lock(&dom->lock);
 		if (mr->prev_cuda)
@@ -106,6 +125,18 @@ static int th_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
 	struct fid *target;
 
+	if (mr->domain->profile && (mr->domain->mr_mode & FI_MR_ENDPOINT)) {
+		/* the base has no such rule: the wrapper keeps it */
+		if (bfid->fclass != FI_CLASS_EP && bfid->fclass != FI_CLASS_CNTR)
+			return -FI_EINVAL;
+		if (bfid->fclass == FI_CLASS_EP &&
+		    container_of(bfid, struct th_ep, ep_fid.fid)->domain != mr->domain)
+			return -FI_EINVAL;
+		if (!mr->pending)
+			return -FI_EBUSY; /* bound before enable only */
+		mr->bound |= bfid->fclass == FI_CLASS_EP;
+		return 0;
+	}
 	switch (bfid->fclass) {
 	case FI_CLASS_EP:
 		target = &container_of(bfid, struct th_ep, ep_fid.fid)->base->fid;
@@ -122,7 +153,27 @@ static int th_mr_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 static int th_mr_control(struct fid *fid, int command, void *arg)
 {
 	struct th_mr *mr = container_of(fid, struct th_mr, mr_fid.fid);
-	int ret = fi_control(&mr->base->fid, command, arg);
+	int ret;
+
+	if (mr->domain->profile && (mr->domain->mr_mode & FI_MR_ENDPOINT)) {
+		if (command != FI_ENABLE)
+			return mr->base ? fi_control(&mr->base->fid, command, arg) : -FI_ENOSYS;
+		if (!mr->pending)
+			return 0;
+		if (!mr->bound) {
+			atomic_fetch_add(&mr->domain->rule_errors, 1);
+			th_log("error rule=mr-endpoint-unbound len=%zu dom=%u", mr->len,
+			       mr->domain->id);
+			return -FI_EINVAL;
+		}
+		ret = th_mr_base_register(mr);
+		if (ret)
+			return ret;
+		mr->pending = 0;
+		mr->mr_fid.key = mr->base->key;
+		return 0;
+	}
+	ret = fi_control(&mr->base->fid, command, arg);
 
 	if (!ret && command == FI_ENABLE)
 		mr->mr_fid.key = mr->base->key; /* FI_MR_ENDPOINT: keys exist after enable */
@@ -153,8 +204,7 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 			 struct fid_mr **mr_fid)
 {
 	struct th_domain *dom = container_of(fid, struct th_domain, domain_fid.fid);
-	struct iovec iov[TH_IOV_MAX], shadow_iov;
-	struct fi_mr_attr battr;
+	struct iovec iov[TH_IOV_MAX];
 	struct th_mr *mr;
 	size_t i, len = 0;
 	int device, cuda_dev, dmabuf = !!(flags & TH_MR_DMABUF), ret;
@@ -195,12 +245,15 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
+	mr->domain = dom;
+	mr->iface = attr->iface;
+	mr->access = attr->access;
+	mr->iov_count = attr->iov_count;
+	memcpy(mr->iov, iov, attr->iov_count * sizeof(struct iovec));
+	mr->len = len;
+	mr->mr_fid.fid.context = attr->context;
 	/* underneath, every buffer is host memory to the base provider: in cuda
 	 * mode, a device buffer that peers may reach is replaced by its shadow */
-	battr = *attr;
-	battr.mr_iov = iov;
-	battr.iface = FI_HMEM_SYSTEM;
-	battr.device.reserved = 0;
 	if (attr->iface == FI_HMEM_CUDA && dom->rma &&
 	    (attr->access & (FI_REMOTE_READ | FI_REMOTE_WRITE))) {
 		mr->shadow = th_rma_shadow_alloc(dom, len, &ret);
@@ -208,35 +261,43 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 			free(mr);
 			return ret;
 		}
-		shadow_iov.iov_base = mr->shadow;
-		shadow_iov.iov_len = len;
-		battr.mr_iov = &shadow_iov;
-		battr.iov_count = 1;
 	}
-	ret = fi_mr_regattr(dom->base, &battr, flags & ~(FI_HMEM_DEVICE_ONLY | TH_MR_DMABUF),
-			    &mr->base);
+	mr->req_key = attr->requested_key;
+	mr->reg_flags = flags & ~(FI_HMEM_DEVICE_ONLY | TH_MR_DMABUF);
+	if (dom->profile && (dom->mr_mode & FI_MR_PROV_KEY)) {
+		/* the provider's key, whatever was requested */
+		mr->prov_key = th_profile_key_new(dom->profile,
+						  attr->iov_count ? (uintptr_t)iov[0].iov_base : 0, len);
+		if (!mr->prov_key) {
+			free(mr->shadow);
+			free(mr);
+			return -FI_ENOKEY;
+		}
+		mr->req_key = mr->prov_key;
+	}
+	if (dom->profile && (dom->mr_mode & FI_MR_ENDPOINT)) {
+		/* reaches the base at FI_ENABLE, after its fi_mr_bind */
+		mr->pending = 1;
+		ret = 0;
+	} else {
+		ret = th_mr_base_register(mr);
+	}
 	if (ret) {
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " failed=%d dom=%u",
 		       th_iface_name(attr->iface), device, len, attr->access, ret, dom->id);
+		th_profile_key_free(dom->profile, mr->prov_key);
 		free(mr->shadow);
 		free(mr);
 		return ret;
 	}
 
 	mr->magic = TH_MR_MAGIC;
-	mr->domain = dom;
-	mr->iface = attr->iface;
 	mr->device = device;
 	mr->cuda_dev = cuda_dev;
-	mr->access = attr->access;
-	mr->iov_count = attr->iov_count;
-	memcpy(mr->iov, iov, attr->iov_count * sizeof(struct iovec));
-	mr->len = len;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
-	mr->mr_fid.fid.context = attr->context;
 	mr->mr_fid.fid.ops = &th_mr_fi_ops;
 	mr->mr_fid.mem_desc = mr; /* the caller's desc is the wrapper itself */
-	mr->mr_fid.key = mr->base->key;
+	mr->mr_fid.key = mr->base ? mr->base->key : FI_KEY_NOTAVAIL;
 
 	if (mr->iface == FI_HMEM_CUDA) {
 		pthread_mutex_lock(&dom->lock);
@@ -708,6 +769,10 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 	ssize_t n, out;
 
 	if (!cq->translate) {
+		/* errors a profile's rule made (remote access): the caller reads
+		 * them with readerr */
+		if (atomic_load(&cq->nerrs))
+			return -FI_EAVAIL;
 		n = src_addr ? fi_cq_readfrom(cq->base, buf, count, src_addr)
 			     : fi_cq_read(cq->base, buf, count);
 		if (n > 0 && cq->domain->trace)
@@ -1188,7 +1253,7 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	dom = calloc(1, sizeof(*dom));
 	if (!dom)
 		return -FI_ENOMEM;
-	binfo = th_info_to_base(info, fab->base_name, th_mode_from_env());
+	binfo = th_base_entry(info, fab->base_name, th_mode_from_env());
 	if (!binfo) {
 		free(dom);
 		return -FI_ENOMEM;
@@ -1209,7 +1274,33 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	{
 		size_t cqd = th_cq_data_size_from_env();
 
+		dom->profile = th_profile();
+		if (dom->profile)
+			cqd = info->domain_attr ? info->domain_attr->cq_data_size : 0;
 		dom->cq_data_mask = cqd && cqd < 8 ? (1ULL << (8 * cqd)) - 1 : ~0ULL;
+		if (dom->profile && !cqd)
+			dom->cq_data_mask = 0; /* psm3's tag64 instance: none arrives */
+	}
+	if (dom->profile) {
+		const struct th_profile *p = dom->profile;
+		uint64_t fmt = info->ep_attr ? info->ep_attr->mem_tag_format : 0;
+
+		dom->mr_mode = info->domain_attr ? info->domain_attr->mr_mode : p->mr_mode;
+		dom->tagged = !!(info->caps & FI_TAGGED);
+		dom->tag_mask = !fmt || fmt == 0xaaaaaaaaaaaaaaaaULL || fmt == 0x5555555555555555ULL
+					? ~0ULL
+					: (fmt & (1ULL << 63)) ? ~0ULL
+							       : (1ULL << (64 - __builtin_clzll(fmt))) - 1;
+		dom->ctx_bytes = (info->mode & FI_CONTEXT2) ? sizeof(struct fi_context2)
+				 : (info->mode & FI_CONTEXT) ? sizeof(struct fi_context)
+							     : 0;
+		dom->inject_size = p->inject_size;
+		dom->rma_max = p->max_msg_size;
+		dom->msg_max = p->msg_mtu ? p->msg_mtu : p->max_msg_size;
+		dom->iov_limit = p->iov_limit;
+		dom->rma_iov_limit = p->rma_iov_limit;
+		dom->virt_xlate = (dom->mr_mode & FI_MR_VIRT_ADDR) &&
+				  !(dom->base_mr_mode & FI_MR_VIRT_ADDR);
 	}
 	pthread_mutex_init(&dom->lock, NULL);
 	dom->serialize = !strcmp(fab->base_name, "shm");
@@ -1246,6 +1337,12 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	else
 		th_log("domain open mode=host base=%s dom=%u pid=%d trace=%d", fab->base_name,
 		       dom->id, (int)getpid(), dom->trace);
+	if (dom->profile)
+		th_log("domain profile=%s mr_mode=0x%x cq_data=%zu tags=%d ctx=%zu virt_xlate=%d "
+		       "dom=%u",
+		       dom->profile->name, dom->mr_mode,
+		       info->domain_attr ? info->domain_attr->cq_data_size : 0, dom->tagged,
+		       dom->ctx_bytes, dom->virt_xlate, dom->id);
 	*domain = &dom->domain_fid;
 	return 0;
 }

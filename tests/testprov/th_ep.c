@@ -10,6 +10,9 @@
  */
 #include "testhmem.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,12 @@ static struct th_answer th_cuda_answer(const struct th_domain *dom)
 			"TESTHMEM_CUDA_API_PERMITTED=%s unknown (ok|eopnotsupp|einval|"
 			"enoprotoopt): using the mode's default\n",
 			env);
+	}
+	if (dom->profile && dom->mode != TH_MODE_CUDA) {
+		/* the real provider's answer */
+		for (i = 0; i < sizeof(answers) / sizeof(answers[0]); i++)
+			if (!strcmp(dom->profile->cuda_api, answers[i].name))
+				return answers[i];
 	}
 	/* cuda mode calls CUDA itself, so it cannot promise not to */
 	return dom->mode == TH_MODE_CUDA ? answers[1] : answers[0];
@@ -146,6 +155,141 @@ static int th_ep_getopt(fid_t fid, int level, int optname, void *optval, size_t 
 	return fi_getopt(&ep->base->fid, level, optname, optval, optlen);
 }
 
+/* ---- profile rules ---- */
+
+#define TH_RULE_LOG_MAX 64
+
+/* A call a profile's rule refuses: counted, logged ("error rule=NAME"). */
+__attribute__((format(printf, 4, 5))) static int th_rule(struct th_domain *dom, int ret,
+							 const char *rule, const char *fmt, ...)
+{
+	char detail[160];
+	va_list ap;
+
+	if (atomic_fetch_add(&dom->rule_errors, 1) < TH_RULE_LOG_MAX) {
+		va_start(ap, fmt);
+		vsnprintf(detail, sizeof(detail), fmt, ap);
+		va_end(ap);
+		th_log("error rule=%s profile=%s %s dom=%u", rule, dom->profile->name, detail,
+		       dom->id);
+	}
+	return ret;
+}
+
+/* The provider owns the context's words from the post to the completion
+ * (FI_CONTEXT, FI_CONTEXT2): a real one writes its state there. */
+static void th_ctx_claim(struct th_domain *dom, void *context)
+{
+	if (dom->profile && dom->ctx_bytes && context)
+		memset(context, 0xa5, dom->ctx_bytes);
+}
+
+static int th_rules_msg(struct th_domain *dom, const char *op, int tagged, int is_recv,
+			uint64_t tag, size_t count, size_t total, int inject)
+{
+	if (!dom->profile)
+		return 0;
+	if (tagged && !dom->tagged)
+		return th_rule(dom, -FI_ENOSYS, "no-tags", "op=%s", op);
+	if (tagged && (tag & ~dom->tag_mask))
+		return th_rule(dom, -FI_EINVAL, "tag-width", "op=%s tag=0x%llx", op,
+			       (unsigned long long)tag);
+	if (count > dom->iov_limit)
+		return th_rule(dom, -FI_EINVAL, "iov-limit", "op=%s count=%zu limit=%zu", op, count,
+			       dom->iov_limit);
+	if (!is_recv && total > dom->msg_max)
+		return th_rule(dom, -FI_EINVAL, "msg-size", "op=%s len=%zu max=%zu", op, total,
+			       dom->msg_max);
+	if (inject && total > dom->inject_size)
+		return th_rule(dom, -FI_EINVAL, "inject-size", "op=%s len=%zu max=%zu", op, total,
+			       dom->inject_size);
+	return 0;
+}
+
+static int th_rules_rma(struct th_domain *dom, const char *op, size_t count, size_t rma_count,
+			size_t total, int has_data, int inject)
+{
+	if (!dom->profile)
+		return 0;
+	if (count > dom->iov_limit)
+		return th_rule(dom, -FI_EINVAL, "iov-limit", "op=%s count=%zu limit=%zu", op, count,
+			       dom->iov_limit);
+	if (rma_count > dom->rma_iov_limit)
+		return th_rule(dom, -FI_EINVAL, "rma-iov-limit", "op=%s count=%zu limit=%zu", op,
+			       rma_count, dom->rma_iov_limit);
+	if (total > dom->rma_max)
+		return th_rule(dom, -FI_EINVAL, "msg-size", "op=%s len=%zu max=%zu", op, total,
+			       dom->rma_max);
+	if (inject && total > dom->inject_size)
+		return th_rule(dom, -FI_EINVAL, "inject-size", "op=%s len=%zu max=%zu", op, total,
+			       dom->inject_size);
+	if (has_data && !th_profile_writedata_ok(dom->profile))
+		return th_rule(dom, -FI_ENOSYS, "writedata-disabled", "op=%s needs=%s=1", op,
+			       dom->profile->writedata_env);
+	return 0;
+}
+
+/* Virtual addresses over a base that takes offsets: the offset into the
+ * target's registration, found under its key. An address outside the
+ * registration (an offset where a VA is due, say) becomes one no registration
+ * holds, and fails at the target. */
+static void th_virt_to_offset(struct th_domain *dom, const struct fi_rma_iov *in, size_t n,
+			      struct fi_rma_iov *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t va, len;
+
+		out[i] = in[i];
+		if (th_profile_key_va(dom->profile, in[i].key, &va, &len) && in[i].addr >= va &&
+		    in[i].addr - va <= len)
+			out[i].addr = in[i].addr - va;
+		else
+			out[i].addr = UINT64_MAX / 2;
+	}
+}
+
+/* Where the keys are the provider's (the host's table knows each
+ * registration), a remote range outside the registration its key names is
+ * what a NIC answers with a remote access error: the operation completes in
+ * error (FI_EACCES) at the initiator. Returns 1 when it was refused so. */
+static int th_remote_refused(struct th_ep *ep, const char *op, const struct fi_rma_iov *riov,
+			     size_t n, size_t total, void *context, int is_read)
+{
+	struct th_domain *dom = ep->domain;
+
+	if (!dom->profile || !(dom->mr_mode & FI_MR_PROV_KEY))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t va, len, off;
+		size_t want = n == 1 ? total : riov[i].len;
+
+		if (!th_profile_key_va(dom->profile, riov[i].key, &va, &len)) {
+			th_rule(dom, 0, "remote-key", "op=%s key=0x%llx", op,
+				(unsigned long long)riov[i].key);
+		} else {
+			off = (dom->mr_mode & FI_MR_VIRT_ADDR) ? riov[i].addr - va : riov[i].addr;
+			if ((dom->mr_mode & FI_MR_VIRT_ADDR) && riov[i].addr < va)
+				off = UINT64_MAX;
+			if (off <= len && want <= len - off)
+				continue;
+			th_rule(dom, 0, "remote-range", "op=%s addr=0x%llx len=%zu mr_len=%llu", op,
+				(unsigned long long)riov[i].addr, want, (unsigned long long)len);
+		}
+		struct fi_cq_err_entry e;
+
+		memset(&e, 0, sizeof(e));
+		e.op_context = context;
+		e.flags = FI_RMA | (is_read ? FI_READ : FI_WRITE);
+		e.err = FI_EACCES;
+		if (ep->tx_cq)
+			th_cq_push_err(ep->tx_cq, &e,
+				       "testhmem: remote access error (the key names no registration "
+				       "holding that range)");
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- descriptors ---- */
 
 static int th_mr_holds(const struct th_mr *mr, const void *buf, size_t len)
@@ -176,6 +320,8 @@ static int th_desc(struct th_ep *ep, const char *op, const void *buf, size_t len
 
 	*bdesc = NULL;
 	*mrp = NULL;
+	if (!mr && len && dom->profile && (dom->mr_mode & FI_MR_LOCAL))
+		return th_rule(dom, -FI_EINVAL, "mr-local", "op=%s len=%zu desc=none", op, len);
 	if (!mr) {
 		mr = len ? th_domain_find_cuda(dom, buf, len) : NULL;
 		if (mr) {
@@ -191,6 +337,8 @@ static int th_desc(struct th_ep *ep, const char *op, const void *buf, size_t len
 		th_log("error bad-desc op=%s len=%zu dom=%u", op, len, dom->id);
 		return -FI_EINVAL;
 	}
+	if (mr->pending)
+		return th_rule(dom, -FI_EINVAL, "mr-endpoint-not-enabled", "op=%s len=%zu", op, len);
 	if (len && !th_mr_holds(mr, buf, len)) {
 		atomic_fetch_add(&dom->bad_desc, 1);
 		th_log("error desc-range op=%s len=%zu iface=%s mr_len=%zu dom=%u", op, len,
@@ -426,6 +574,16 @@ static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *xin)
 
 	if (x->count > TH_IOV_MAX || (x->count && !x->iov))
 		return -FI_EINVAL;
+	if (dom->profile) {
+		size_t sum = 0;
+
+		for (i = 0; i < x->count; i++)
+			sum += x->iov[i].iov_len;
+		ret = th_rules_msg(dom, x->name, x->tagged, x->is_recv, x->tag, x->count, sum,
+				   x->call == TH_CALL_MSG && (x->flags & FI_INJECT));
+		if (ret)
+			return ret;
+	}
 	for (i = 0; i < x->count; i++) {
 		ret = th_desc(ep, x->name, x->iov[i].iov_base, x->iov[i].iov_len,
 			      x->desc ? x->desc[i] : NULL, &bdesc[i], &mr);
@@ -439,6 +597,7 @@ static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *xin)
 		total += x->iov[i].iov_len;
 	}
 
+	th_ctx_claim(dom, x->context);
 	if (dom->cuda && cmr) {
 		ret = th_xfer_bounce(ep, x, dev, first_dev, total);
 	} else if (x->tagged && x->is_recv) {
@@ -532,6 +691,9 @@ static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged
 		       dom->id);
 		return -FI_EINVAL;
 	}
+	ret = th_rules_msg(dom, name, tagged, 0, tag, 1, len, 1);
+	if (ret)
+		return ret;
 	if (mr && dom->cuda) {
 		if (len > 65536)
 			return -FI_EINVAL; /* larger than any inject_size here */
@@ -856,6 +1018,33 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 
 	if (r->count > TH_IOV_MAX || (r->count && !r->iov) || !r->rma_iov)
 		return -FI_EINVAL;
+	struct th_rma xl;
+	struct fi_rma_iov xl_iov[TH_IOV_MAX];
+	if (dom->profile) {
+		size_t sum = 0;
+
+		for (i = 0; i < r->count; i++)
+			sum += r->iov[i].iov_len;
+		ret = th_rules_rma(dom, r->name, r->count, r->rma_count, sum,
+				   !r->is_read && (r->call == TH_CALL_DATA ||
+						   (r->call == TH_CALL_MSG &&
+						    (r->flags & FI_REMOTE_CQ_DATA))),
+				   r->call == TH_CALL_MSG && (r->flags & FI_INJECT));
+		if (ret)
+			return ret;
+		if (th_remote_refused(ep, r->name, r->rma_iov, r->rma_count, sum, r->context,
+				      r->is_read)) {
+			th_ctx_claim(dom, r->context);
+			return 0;
+		}
+		if (dom->virt_xlate && r->rma_count <= TH_IOV_MAX) {
+			th_virt_to_offset(dom, r->rma_iov, r->rma_count, xl_iov);
+			xl = *r;
+			xl.rma_iov = xl_iov;
+			r = &xl;
+		}
+		th_ctx_claim(dom, r->context);
+	}
 	for (i = 0; i < r->count; i++) {
 		ret = th_desc(ep, r->name, r->iov[i].iov_base, r->iov[i].iov_len,
 			      r->desc ? r->desc[i] : NULL, &bdesc[i], &mr);
@@ -1030,6 +1219,26 @@ static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t 
 	void *tmp = NULL;
 	ssize_t ret;
 
+	ret = th_rules_rma(dom, "inject_write", 1, 1, len, has_data, 1);
+	if (ret)
+		return ret;
+	{
+		/* no completion to carry the error: the call fails */
+		struct fi_rma_iov in = { addr, len, key };
+		struct th_cq *cq = ep->tx_cq;
+
+		ep->tx_cq = NULL;
+		ret = th_remote_refused(ep, "inject_write", &in, 1, len, NULL, 0);
+		ep->tx_cq = cq;
+		if (ret)
+			return -FI_EACCES;
+	}
+	if (dom->virt_xlate) {
+		struct fi_rma_iov in = { addr, len, key }, out;
+
+		th_virt_to_offset(dom, &in, 1, &out);
+		addr = out.addr;
+	}
 	if (dom->rma) {
 		/* as a write with no completion (th_rma.c) */
 		struct iovec iov = { (void *)buf, len };
@@ -1547,7 +1756,7 @@ int th_endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid
 	ep = calloc(1, sizeof(*ep));
 	if (!ep)
 		return -FI_ENOMEM;
-	binfo = th_info_to_base(info, dom->fabric->base_name, dom->mode);
+	binfo = th_base_entry(info, dom->fabric->base_name, dom->mode);
 	if (!binfo) {
 		free(ep);
 		return -FI_ENOMEM;

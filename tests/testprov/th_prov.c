@@ -238,11 +238,103 @@ struct fi_info *th_info_to_base(const struct fi_info *info, const char *base_nam
 		b->domain_attr->mr_mode &= ~FI_MR_VIRT_ADDR;
 	if (b->ep_attr && b->ep_attr->type == FI_EP_UNSPEC)
 		b->ep_attr->type = FI_EP_RDM;
+	const struct th_profile *p = th_profile();
+	if (p) {
+		/* the wrapper keeps the profile's rules itself; the base is asked
+		 * only for what it must do: addressing by VA where the profile
+		 * does (tcp;ofi_rxm never does: th_rma_unlocked translates) */
+		if (b->domain_attr) {
+			b->domain_attr->mr_mode =
+				(p->mr_mode & FI_MR_VIRT_ADDR) && mode != TH_MODE_CUDA ? FI_MR_VIRT_ADDR : 0;
+			b->domain_attr->mr_key_size = 0;
+			b->domain_attr->cq_data_size = 0;
+		}
+		b->mode = 0;
+		th_caps_edit(b, FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM,
+			     b->caps ? (mode == TH_MODE_CUDA ? FI_SOURCE : 0) : 0);
+		if (b->caps)
+			th_caps_edit(b, 0, FI_MSG | FI_TAGGED | (b->caps & FI_RMA ? FI_RMA : 0));
+		if (b->ep_attr) {
+			b->ep_attr->max_msg_size = 0;
+			b->ep_attr->mem_tag_format = 0;
+		}
+		if (b->tx_attr) {
+			b->tx_attr->mode = 0;
+			b->tx_attr->inject_size = 0;
+			b->tx_attr->iov_limit = 0;
+			b->tx_attr->rma_iov_limit = 0;
+			b->tx_attr->size = 0;
+			b->tx_attr->msg_order = 0;
+		}
+		if (b->rx_attr) {
+			b->rx_attr->mode = 0;
+			b->rx_attr->iov_limit = 0;
+			b->rx_attr->size = 0;
+			b->rx_attr->msg_order = 0;
+		}
+	}
 	if (th_set_prov_name(b, base_name)) {
 		fi_freeinfo(b);
 		return NULL;
 	}
 	return b;
+}
+
+static _Thread_local int th_in_getinfo;
+
+struct fi_info *th_base_entry(const struct fi_info *info, const char *base_name,
+			      enum th_mode mode)
+{
+	struct fi_info *h, *list = NULL, *cur, *pick = NULL;
+	const char *dn = info->domain_attr ? info->domain_attr->name : NULL;
+	uint32_t version = info->fabric_attr && info->fabric_attr->api_version
+				   ? info->fabric_attr->api_version
+				   : FI_VERSION(1, 17);
+	int ret;
+
+	if (!th_profile())
+		return th_info_to_base(info, base_name, mode);
+	h = th_info_to_base(info, base_name, mode);
+	if (!h)
+		return NULL;
+	if (h->domain_attr) {
+		/* any domain of the base's: ours is picked by name below */
+		free(h->domain_attr->name);
+		h->domain_attr->name = NULL;
+	}
+	if (h->fabric_attr) {
+		free(h->fabric_attr->name);
+		h->fabric_attr->name = NULL;
+	}
+	th_in_getinfo = 1;
+	ret = fi_getinfo(version, NULL, NULL, 0, h, &list);
+	th_in_getinfo = 0;
+	fi_freeinfo(h);
+	if (ret)
+		return NULL;
+	for (cur = list; cur && !pick; cur = cur->next)
+		if (!dn || (cur->domain_attr && cur->domain_attr->name &&
+			    !strcmp(cur->domain_attr->name, dn)))
+			pick = cur;
+	if (!pick)
+		pick = list;
+	struct fi_info *next = pick->next;
+	pick->next = NULL;
+	struct fi_info *dup = fi_dupinfo(pick);
+	pick->next = next;
+	fi_freeinfo(list);
+	if (dup && info->src_addr && info->src_addrlen) {
+		/* the address the consumer's entry names, as fi_endpoint would use it */
+		free(dup->src_addr);
+		dup->src_addr = malloc(info->src_addrlen);
+		if (dup->src_addr) {
+			memcpy(dup->src_addr, info->src_addr, info->src_addrlen);
+			dup->src_addrlen = info->src_addrlen;
+		} else {
+			dup->src_addrlen = 0;
+		}
+	}
+	return dup;
 }
 
 /* What cuda mode changes in an entry we offer: FI_SOURCE, which it asks of the
@@ -254,7 +346,7 @@ static void th_cuda_mode_info(struct fi_info *info, const struct fi_info *hints)
 
 	if (hints && hints->caps && !(hints->caps & FI_SOURCE))
 		th_caps_edit(info, FI_SOURCE, 0);
-	if (!info->ep_attr)
+	if (!info->ep_attr || !(info->caps & FI_TAGGED))
 		return;
 	fmt = info->ep_attr->mem_tag_format;
 	/* 0 and the "generic" patterns leave all 64 bits to the caller */
@@ -263,8 +355,6 @@ static void th_cuda_mode_info(struct fi_info *info, const struct fi_info *hints)
 	info->ep_attr->mem_tag_format = fmt & ~TH_NOTICE_TAG;
 }
 
-static _Thread_local int th_in_getinfo;
-
 static int th_getinfo(uint32_t version, const char *node, const char *service,
 		      uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
@@ -272,7 +362,8 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 	char base[TH_NAME_MAX];
 	int want_hmem = 0, want_mr_hmem = 0, plain = 0, ret;
 	int cuda = th_mode_from_env() == TH_MODE_CUDA;
-	size_t cq_data = th_cq_data_size_from_env();
+	const struct th_profile *prof = th_profile();
+	size_t cq_data = prof ? 0 : th_cq_data_size_from_env();
 
 	*info = NULL;
 	/* belt and braces: the nested fi_getinfo names the base, never us */
@@ -337,6 +428,20 @@ static int th_getinfo(uint32_t version, const char *node, const char *service,
 		if (plain && (th_all_caps(cur) & FI_HMEM))
 			continue;
 		cur->next = NULL;
+		if (prof) {
+			struct fi_info **first = tail;
+
+			ret = th_profile_entries(prof, hints, cur, &tail);
+			cur->next = next;
+			if (ret) {
+				fi_freeinfo(out);
+				fi_freeinfo(binfo);
+				return ret;
+			}
+			for (struct fi_info *e = *first; e && cuda; e = e->next)
+				th_cuda_mode_info(e, hints);
+			continue;
+		}
 		dup = fi_dupinfo(cur);
 		cur->next = next;
 		if (!dup || th_set_prov_name(dup, NULL)) {

@@ -220,7 +220,7 @@ static int test_plan_unnamed(void)
 		CHECK_EQ(!!(p->mr_mode & FI_MR_HMEM), want[a].hmem);
 		CHECK_EQ((p->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), want[a].rma);
 		CHECK_EQ(p->caps & FI_LOCAL_COMM, 0);
-		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2));
+		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV));
 		CHECK_EQ(p->mr_mode & ~POLICY_SUPPORTED_MR_MODE, 0);
 		CHECK(p->mr_mode & FI_MR_LOCAL);
 		CHECK(p->label[0] != '\0');
@@ -323,7 +323,10 @@ static int test_name_matches(void)
 	CHECK(policy_name_matches_core("TCP", "tcp;ofi_rxm"));  /* any case */
 	CHECK(!policy_name_matches_core("tcp", "tcp"));         /* not layered: no */
 	CHECK(!policy_name_matches_core("tc", "tcp;ofi_rxm"));
-	CHECK(!policy_name_matches_core("ofi_rxm", "tcp;ofi_rxm"));
+	CHECK(policy_name_matches_core("ofi_rxm", "tcp;ofi_rxm")); /* the top of the list too */
+	CHECK(policy_name_matches_core("testhmem", "cxi;testhmem"));
+	CHECK(!policy_name_matches_core("cxi", "cxi"));
+	CHECK(!policy_name_matches_core("rxm", "tcp;ofi_rxm"));
 	CHECK(!policy_name_matches_core("", "tcp;ofi_rxm"));
 	CHECK(policy_name_matches("Tcp;OFI_rxm", "tcp;ofi_rxm"));
 	CHECK(policy_name_matches("tcp", "tcp"));
@@ -339,6 +342,41 @@ static int test_name_matches(void)
 }
 
 /* ---- selection ---- */
+
+/* psm3 offers one domain as two instances: a 64-bit tag without CQ data,
+ * listed first to a hint of none, and a 60-bit tag with 4 bytes of it. The
+ * second carries RMA writes, so it is the one used. */
+static int test_select_instance_with_writes(void)
+{
+	static const struct entry PSM3 = { .prov = "psm3", .fabric = "psm3", .domain = "hfi1_0" };
+	struct scenario s;
+	scen_init(&s, NULL);
+	struct fi_info *t64 = scen_add(&s, A_HOST_RMA, &PSM3);
+	struct fi_info *t60 = scen_add(&s, A_HOST_RMA, &PSM3);
+	t64->domain_attr->cq_data_size = 0;
+	t64->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
+	t60->domain_attr->cq_data_size = 4;
+	t60->ep_attr->mem_tag_format = (1ULL << 60) - 1;
+	t64->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	t60->caps |= FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK_EQ(s.sel.ncands, 2); /* not twins: their CQ data and tags differ */
+	CHECK(!kept(&s, t64));
+	CHECK(kept(&s, t60));
+	CHECK(s.sel.devs[0].host_info == t60);
+	CHECK_STR_CONTAINS(reason_of(&s, t64), "its 4 bytes of remote CQ data carry RMA writes");
+	scen_free(&s);
+	/* both without CQ data: the first stays */
+	scen_init(&s, NULL);
+	t64 = scen_add(&s, A_HOST_RMA, &PSM3);
+	t60 = scen_add(&s, A_HOST_RMA, &PSM3);
+	t60->ep_attr->mem_tag_format = (1ULL << 60) - 1;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(kept(&s, t64));
+	CHECK(!kept(&s, t60));
+	scen_free(&s);
+	return 0;
+}
 
 static int test_select_first_wins(void)
 {
@@ -860,7 +898,7 @@ static int test_select_native_tcp_names(void)
 	r = scen_add(&s, A_HOST_RMA, &TCP_LO);
 	CHECK_EQ(scen_select(&s), 0);
 	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
-	CHECK_STR_CONTAINS(s.sel.names, "layered on tcp");
+	CHECK_STR_CONTAINS(s.sel.names, "layered providers with tcp in them");
 	scen_free(&s);
 
 	/* the full name always names the layered one */
@@ -1497,42 +1535,53 @@ static int test_datapath_defaults(void)
 	struct policy_data_path dp;
 	fi->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ;
 	fi->domain_attr->cq_data_size = 8;
-	policy_data_path(true, false, NULL, "tcp", fi, &dp);
+	policy_data_path(true, false, NULL, "tcp", fi, NULL, &dp);
 	CHECK(dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "RMA writes into the receiver's buffer (tcp has FI_RMA");
-	policy_data_path(false, false, NULL, "tcp", fi, &dp);
+	policy_data_path(false, false, NULL, "tcp", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "(NCCL_FABRIC_RMA=0)");
 	/* a provider the traits advise against: tagged, unless asked in the environment */
-	policy_data_path(true, false, "a quirk", "tcp;ofi_rxm", fi, &dp);
+	policy_data_path(true, false, "a quirk", "tcp;ofi_rxm", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "(a quirk; NCCL_FABRIC_RMA=1 asks for RMA writes)");
-	policy_data_path(true, true, "a quirk", "tcp;ofi_rxm", fi, &dp);
+	policy_data_path(true, true, "a quirk", "tcp;ofi_rxm", fi, NULL, &dp);
 	CHECK(dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "against the default here: a quirk");
-	policy_data_path(false, true, "a quirk", "tcp;ofi_rxm", fi, &dp);
+	policy_data_path(false, true, "a quirk", "tcp;ofi_rxm", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "(NCCL_FABRIC_RMA=0)");
 	/* 4 bytes (EFA, verbs, opx): writes, the size summed from the completions */
 	fi->domain_attr->cq_data_size = 4;
-	policy_data_path(true, false, NULL, "x", fi, &dp);
+	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
 	CHECK(dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "4 bytes of remote CQ data: the receiver sums the size");
 	fi->domain_attr->cq_data_size = 3;
-	policy_data_path(true, false, NULL, "x", fi, &dp);
+	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 4 bytes");
 	fi->domain_attr->cq_data_size = 8;
 	fi->mode |= FI_RX_CQ_DATA;
-	policy_data_path(true, false, NULL, "x", fi, &dp);
+	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "FI_RX_CQ_DATA");
 	fi->mode = 0;
+	/* cxi: writes carry CQ data only with FI_CXI_ENABLE_WRITEDATA=1, even when asked */
+	policy_data_path(true, true, NULL, "cxi", fi, NULL, &dp);
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "cxi: cxi sends remote CQ data with writes only when "
+				      "FI_CXI_ENABLE_WRITEDATA=1 is set");
+	policy_data_path(true, false, NULL, "cxi;testhmem", fi, "0", &dp);
+	CHECK(!dp.rma);
+	policy_data_path(true, false, NULL, "cxi;testhmem", fi, "1", &dp);
+	CHECK(dp.rma);
+	policy_data_path(true, false, NULL, "cxip", fi, NULL, &dp);
+	CHECK(dp.rma);
 	fi->caps &= ~FI_REMOTE_WRITE;
-	policy_data_path(true, false, NULL, "x", fi, &dp);
+	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "no FI_RMA with remote writes");
-	policy_data_path(true, false, NULL, NULL, NULL, &dp);
+	policy_data_path(true, false, NULL, NULL, NULL, NULL, &dp);
 	CHECK(!dp.rma);
 	fi_freeinfo(fi);
 	char why[96];
@@ -1628,6 +1677,8 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_tag_bits, "tag bits from mem_tag_format, generic patterns are 64"),
 	TEST_ENTRY(test_name_matches, "provider names: full name, or the core name of a layered one"),
 	TEST_ENTRY(test_select_first_wins, "the first usable provider in discovery order wins"),
+	TEST_ENTRY(test_select_instance_with_writes,
+		   "of two instances of one domain, the one whose CQ data carries writes is used"),
 	TEST_ENTRY(test_select_include_order, "NCCL_FABRIC_PROVIDER order beats discovery order"),
 	TEST_ENTRY(test_select_exclude, "^name excludes (core name too), beats include"),
 	TEST_ENTRY(test_select_single_host, "single-host providers only when named"),
