@@ -34,6 +34,10 @@ typedef struct {
 	const char *(*provider)(void);
 	/* Every NCCL_FABRIC_* setting: name, value, source, help. json as above. */
 	void (*settings)(FILE *out, int json);
+	/* Largest message device dev sends without waiting for the receiver's
+	 * clear-to-send (0: every message waits, as without FI_TAGGED), or -1
+	 * when there is no such device. */
+	long (*eager_max)(int dev);
 } ncclFabricTools_v1_t;
 
 #endif

@@ -347,13 +347,22 @@ static struct core_plugin *plugin_create(int *rc)
 		dev->directed_info = ofi_info_with_caps(dev->info, FI_DIRECTED_RECV);
 		if (dev->directed_info)
 			dev->info = dev->directed_info;
-		unsigned bits = policy_tag_bits(dev->info->ep_attr->mem_tag_format);
+		/* without tags every message is an RMA write (policy_data_path); the
+		 * layout still names connections and control kinds in the headers */
+		dev->writes_only = !(dev->info->caps & FI_TAGGED);
+		unsigned bits = dev->writes_only ? 64 :
+				policy_tag_bits(dev->info->ep_attr->mem_tag_format);
 		proto_tag_layout_init(&dev->layout, bits);
 		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
 		struct policy_traits traits;
 		policy_traits_for(dev->info, p->disc.runtime_version, &traits);
 		dev->eager_max = policy_eager(&traits, (long)p->cfg.v[CFG_EAGER_MAX].i,
 					      dev->eager_reason, sizeof(dev->eager_reason));
+		if (dev->writes_only) {
+			dev->eager_max = 0;
+			util_strlcpy(dev->eager_reason, "none: no FI_TAGGED, every message waits for "
+				     "its clear-to-send", sizeof(dev->eager_reason));
+		}
 		dev->timeout_ns = (uint64_t)p->cfg.v[CFG_TIMEOUT].i * 1000000000ULL;
 		dev->peer_timeout_ns = (uint64_t)p->cfg.v[CFG_PEER_TIMEOUT].i * 1000000000ULL;
 		dev->flush = (int)p->hmem.flush;

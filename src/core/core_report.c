@@ -497,10 +497,19 @@ static void tools_settings(FILE *out, int json)
 		fputc('\n', out);
 }
 
+static long tools_eager_max(int dev)
+{
+	struct core_plugin *p = core_plugin_get();
+	if (!p || dev < 0 || dev >= p->ndevs)
+		return -1;
+	return (long)p->devs[dev].eager_max;
+}
+
 UTIL_EXPORT const ncclFabricTools_v1_t ncclFabricTools_v1 = {
 	.version = NCCL_FABRIC_TOOLS_VERSION,
 	.plugin_version = CORE_PLUGIN_VERSION,
 	.report = tools_report,
 	.provider = tools_provider,
 	.settings = tools_settings,
+	.eager_max = tools_eager_max,
 };

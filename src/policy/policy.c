@@ -96,6 +96,19 @@ int policy_plan(const struct cfg_values *cfg, uint32_t fi_version,
 				for (int legacy = 0; legacy <= (api > POLICY_API_VERSION_MIN ? 1 : 0); legacy++)
 					plan_one(&plan[n++], local, hmem, rma,
 						 legacy ? POLICY_API_VERSION_MIN : api, legacy);
+	/* Last, providers without tags (efa-direct): every message then goes as an
+	 * RMA write after the CTS, so FI_RMA is asked for. */
+	for (int local = 0; local <= (named ? 1 : 0); local++)
+		for (int hmem = 1; hmem >= 0; hmem--)
+			for (int legacy = 0; legacy <= (api > POLICY_API_VERSION_MIN ? 1 : 0); legacy++) {
+				struct policy_attempt_plan *p = &plan[n++];
+				plan_one(p, local, hmem, true, legacy ? POLICY_API_VERSION_MIN : api,
+					 legacy);
+				p->caps &= ~(uint64_t)FI_TAGGED;
+				p->notag = true;
+				size_t l = strlen(p->label);
+				snprintf(p->label + l, sizeof(p->label) - l, ", no FI_TAGGED");
+			}
 	return n;
 }
 
@@ -268,6 +281,12 @@ static struct policy_cand *find_twin(struct policy_selection *sel, const struct 
 	for (int k = 0; k < sel->ncands; k++) {
 		struct policy_cand *o = &sel->cands[k];
 		const struct policy_attempt_plan *op = &attempts[o->attempt].plan;
+		/* the no-tag asks find tagged providers again: counted on the
+		 * entry that has the tags */
+		if (cp->notag && !op->notag && (o->info->caps & FI_TAGGED) && !strcmp(o->prov, c->prov) &&
+		    !strcmp(o->domain, c->domain) && !strcmp(o->fabric, c->fabric) &&
+		    o->hmem == c->hmem)
+			return o;
 		bool same_ask = o->attempt == c->attempt ||
 				(op->hmem == cp->hmem && op->remote == cp->remote && op->rma == cp->rma);
 		if (same_ask && !strcmp(o->prov, c->prov) &&
@@ -309,8 +328,14 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 		snprintf(c->reason, sizeof(c->reason), "not a reliable-datagram (FI_EP_RDM) endpoint");
 		return false;
 	}
-	if ((info->caps & (FI_TAGGED | FI_MSG)) != (FI_TAGGED | FI_MSG)) {
-		snprintf(c->reason, sizeof(c->reason), "lacks FI_TAGGED|FI_MSG");
+	if (!(info->caps & FI_MSG)) {
+		snprintf(c->reason, sizeof(c->reason), "lacks FI_MSG");
+		return false;
+	}
+	if (!(info->caps & FI_TAGGED) && !writes_fit(info)) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "lacks FI_TAGGED, and RMA writes with 4 bytes of remote CQ data (that consume "
+			 "no receive) to carry every message instead");
 		return false;
 	}
 	if (info->mode & ~(uint64_t)POLICY_SUPPORTED_MODE) {
@@ -326,7 +351,7 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 			 mr_mode & ~POLICY_SUPPORTED_MR_MODE);
 		return false;
 	}
-	if (c->tag_bits < POLICY_MIN_TAG_BITS) {
+	if ((info->caps & FI_TAGGED) && c->tag_bits < POLICY_MIN_TAG_BITS) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "offers %u tag bits; the plugin needs %u", c->tag_bits, POLICY_MIN_TAG_BITS);
 		return false;
@@ -432,7 +457,7 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 				 cfg->v[CFG_PROVIDER].s);
 		else
 			snprintf(sel->reason, sizeof(sel->reason),
-				 "no libfabric provider offers RDM endpoints with FI_TAGGED|FI_MSG that "
+				 "no libfabric provider offers RDM endpoints with FI_MSG and FI_TAGGED (or RMA writes) that "
 				 "reach other hosts (single-host providers such as shm must be named in "
 				 "NCCL_FABRIC_PROVIDER)");
 		return -1;
@@ -906,6 +931,16 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 	uint64_t caps = info ? info->caps : 0;
 	size_t cq_data = info && info->domain_attr ? info->domain_attr->cq_data_size : 0;
 	const char *why = NULL;
+	if (info && !(caps & FI_TAGGED)) {
+		/* judge_cand kept it for its writes: they are the only way */
+		out->rma = true;
+		snprintf(out->reason, sizeof(out->reason),
+			 "every message as an RMA write into the receiver's buffer after its "
+			 "clear-to-send (%s has no FI_TAGGED; %zu bytes of remote CQ data%s)%s", prov,
+			 cq_data, cq_data < 8 ? ": the receiver sums the size from the completions" : "",
+			 cfg_rma ? "" : "; NCCL_FABRIC_RMA=0 cannot apply");
+		return;
+	}
 	if (!cfg_rma)
 		why = "NCCL_FABRIC_RMA=0";
 	else if ((caps & wcaps) != wcaps)

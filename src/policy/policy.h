@@ -19,7 +19,7 @@
 #include "cfg/cfg.h"
 #include "policy/policy_traits.h"
 
-#define POLICY_MAX_ATTEMPTS 16
+#define POLICY_MAX_ATTEMPTS 24
 #define POLICY_MAX_CANDS 256
 #define POLICY_MAX_DEVS 32
 #define POLICY_NAME_LEN 64
@@ -49,7 +49,9 @@ struct policy_attempt_plan {
 	int mr_mode;
 	uint32_t api_version;
 	bool legacy; /* asked again at API 1.17 for providers built against older headers */
-	char label[80];
+	bool notag;  /* FI_TAGGED left out: a provider without tags (efa-direct) carries
+		      * every message as an RMA write after the CTS */
+	char label[96];
 };
 
 /* The fi_getinfo calls to make, in order, for this libfabric version and these

@@ -217,7 +217,7 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	 * test_hostile while draining */
 	size_t n = strlen(prov), rxm = strlen(";ofi_rxm");
 	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
-	out->drain = is_rxm || name_is(prov, "tcp");
+	out->drain = (is_rxm || name_is(prov, "tcp")) && info && (info->caps & FI_TAGGED);
 	out->stale_conn_once = is_rxm;
 	/* rxm before 2.0 sends what exceeds its buffer by rendezvous or in
 	 * segments, which a receive taking them after the connection closed

@@ -117,6 +117,8 @@ struct proto_device {
 	const char *provider;         /* the selected provider's name (discovery's) */
 	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
 	bool rma_cfg;                 /* large messages as RMA writes (policy_data_path) */
+	bool writes_only;             /* no FI_TAGGED: every message, 0 bytes too, is an
+				       * RMA write after its CTS (no eager, no tagged receive) */
 	char data_reason[POLICY_REASON_LEN];
 	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
 	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
@@ -195,6 +197,7 @@ struct proto_send_req {
 	enum proto_send_how how;
 	size_t size;
 	uint64_t abort_size;       /* payload of the stand-in for an oversized send */
+	struct proto_ping abort_msg; /* ... or, writes only, the word that stands in */
 	struct ofi_op op;          /* the send, or an RMA write's first piece */
 	/* RMA writes: the message cut into pieces, piece k on rail home + k */
 	int pieces;                /* 1: whole */
@@ -417,6 +420,10 @@ void proto_live_init(struct proto_comm *c);
  * posted). */
 ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
 			enum proto_ping_type type);
+/* Writes only: tells the receiver that the message for its buffer slot is
+ * larger than the buffer (PROTO_ABORT), from op and msg. */
+ssize_t proto_abort_post(struct proto_send *s, struct ofi_op *op, struct proto_ping *msg,
+			 uint32_t slot);
 /* A ping, pong or goodbye for object id of ep's domain, from the CTS pool
  * (CQ lock held). */
 void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t id);

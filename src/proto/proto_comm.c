@@ -71,6 +71,12 @@ static void recv_fini(struct proto_comm *c)
 {
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	proto_seq_free(&r->seq);
+	/* writes only: the registrations requests still held (net_irecv) */
+	for (int i = 0; i < PROTO_RECV_REQS; i++)
+		if (r->reqs[i].h.kind == PROTO_REQ_RECV)
+			for (int k = 0; k < PROTO_MAX_RECVS; k++)
+				if (!atomic_load(&r->reqs[i].ops[k].posted))
+					ofi_op_release(&r->reqs[i].ops[k]);
 	ofi_mr_put(r->sink_mr);
 	free(r->sink);
 }

@@ -186,6 +186,13 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	if (q->how == PROTO_SEND_TAGGED)
 		ofi_ep_bulk_begin(op);
 	ssize_t rc;
+	if (q->how == PROTO_SEND_ABORT && c->dev->writes_only) {
+		/* no tags: a control word names the buffer instead */
+		rc = proto_abort_post(s, op, &q->abort_msg, cts->slot);
+		if (rc)
+			ofi_op_release(op);
+		return rc;
+	}
 	if (q->how == PROTO_SEND_ABORT)
 		/* the size travels where the posted buffer has room for it */
 		rc = ofi_ep_tsend(op->ep, &q->abort_size,
@@ -208,6 +215,10 @@ static int send_pieces(const struct proto_send *s, size_t size, size_t *piece)
 {
 	const struct proto_device *dev = s->c.dev;
 	size_t n = 1;
+	if (size == 0) {
+		*piece = 0; /* a write of no bytes, for its CQ data (writes only) */
+		return 1;
+	}
 	if (s->piece_ops && dev->stripe_min && size >= dev->stripe_min) {
 		n = size / PROTO_PIECE_MIN;
 		n = n > (size_t)s->c.nrails ? (size_t)s->c.nrails : n ? n : 1;
@@ -247,7 +258,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	 * already taken (an eager send did not wait for it). */
 	uint32_t folded = proto_tag_fold(lay, tag);
 	uint32_t mask = proto_tag_seq_mask(lay);
-	bool eager = size <= dev->eager_max;
+	bool eager = !dev->writes_only && size <= dev->eager_max;
 	struct proto_cts_entry cts;
 	bool have = false;
 	uint32_t seq = 0;
@@ -489,8 +500,10 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	atomic_fetch_or(&q->rma_done, 1u << i);
 	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
-	 * (recv_done) completes the buffer */
-	if (q->ops[i].ep == ep)
+	 * (recv_done) completes the buffer; without tags there is none */
+	if (dev->writes_only)
+		atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
+	else if (q->ops[i].ep == ep)
 		ofi_ep_cancel(ep, &q->ops[i].ctx);
 	else
 		atomic_fetch_or(&q->cancel_due, 1u << i);
@@ -567,6 +580,8 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	uint64_t ignore = c->dev->layout.abort_bit;
+	if (c->dev->writes_only)
+		q->cursor = q->h.n; /* every buffer takes a write: no receive to post */
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
 		struct ofi_op *op = &q->ops[i];
@@ -636,6 +651,15 @@ static void recv_abandon(struct proto_recv_req *q, int rc)
 	atomic_fetch_add(&r->ncomplete, missing);
 }
 
+/* Writes only: each buffer's registration is held from irecv until the
+ * request ends (no receive is posted to hold it): NCCL's deregMr meanwhile
+ * waits, and a write on its way never meets a closed registration. */
+static void recv_release_holds(struct proto_recv_req *q, int n)
+{
+	for (int k = 0; k < n; k++)
+		ofi_op_release(&q->ops[k]);
+}
+
 int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		  void **mhandles, void **request)
 {
@@ -658,9 +682,9 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			 dev->props.max_recvs);
 		return -FI_EINVAL;
 	}
-	bool need_mr = dev->dom->mr_mode & FI_MR_LOCAL;
+	bool need_mr = (dev->dom->mr_mode & FI_MR_LOCAL) || dev->writes_only;
 	for (int i = 0; i < n; i++) {
-		if (need_mr && sizes[i] && !(mhandles && mhandles[i])) {
+		if (need_mr && (sizes[i] || dev->writes_only) && !(mhandles && mhandles[i])) {
 			LOG_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
 			return -FI_EINVAL;
 		}
@@ -700,6 +724,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 				proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 				ofi_buf_put(dev->dom, q->bounce[k]);
 			}
+			recv_release_holds(q, i);
 			proto_req_put(r);
 			LOG_WARN(NCCL_NET, "irecv: out of memory");
 			return -FI_ENOMEM;
@@ -725,7 +750,8 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		ce->tag = tags[i];
 		ce->seq = seq & proto_tag_seq_mask(lay);
 		ce->size = sizes[i];
-		if (rma && mr && sizes[i] > dev->eager_max && sizes[i] <= UINT32_MAX) {
+		if (rma && mr && (sizes[i] > dev->eager_max || dev->writes_only) &&
+		    sizes[i] <= UINT32_MAX) {
 			/* a large message can land here directly */
 			ce->flags = PROTO_CTS_RMA;
 			ce->key = mr->key;
@@ -734,6 +760,8 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 					   (uint64_t)((uintptr_t)data[i] - mr->start);
 			ce->slot = index << 3 | (uint32_t)i;
 			atomic_fetch_or(&q->rma_expect, 1u << i);
+			if (dev->writes_only)
+				ofi_op_hold(&q->ops[i], mr);
 		}
 		struct ofi_op *op = &q->ops[i];
 		op->complete = recv_done;
@@ -757,6 +785,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			proto_seq_get(&rc_->seq, proto_tag_fold(lay, tags[k]))->seq--;
 			ofi_buf_put(dev->dom, q->bounce[k]);
 		}
+		recv_release_holds(q, n);
 		proto_req_put(r);
 		if (prc == -FI_EAGAIN) {
 			(void)proto_comm_progress(c);
@@ -914,8 +943,10 @@ int net_test(void *request, int *done, int *sizes)
 				sizes[i] = (int)atomic_load(&q->got[i]);
 		}
 	}
-	if (r->kind == PROTO_REQ_RECV)
+	if (r->kind == PROTO_REQ_RECV) {
 		proto_recv_release_rails(container_of(r, struct proto_recv_req, h));
+		recv_release_holds(container_of(r, struct proto_recv_req, h), r->n);
+	}
 	*done = 1;
 	proto_req_put(r);
 	return res;

@@ -68,6 +68,40 @@ ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_pi
 	return rc;
 }
 
+ssize_t proto_abort_post(struct proto_send *s, struct ofi_op *op, struct proto_ping *msg,
+			 uint32_t slot)
+{
+	struct proto_comm *c = &s->c;
+	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
+				    .magic = PROTO_PING_MAGIC, .type = PROTO_ABORT,
+				    .from_id = c->reg.id, .taken = slot, .secret = c->secret };
+	proto_op_will_post(c, op, c->rails[c->home]);
+	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), proto_ctrl_desc(c), c->ping_peer,
+				 &op->ctx);
+	if (rc)
+		proto_op_not_posted(c, op);
+	return rc;
+}
+
+/* PROTO_ABORT for receive comm r: the buffer its slot names fails, once.
+ * Caller holds dom->id_lock. */
+static void recv_abort_locked(struct proto_recv *r, uint32_t slot)
+{
+	struct proto_recv_req *q = &r->reqs[(slot >> 3) % PROTO_RECV_REQS];
+	int i = (int)(slot & 7);
+	unsigned bit = 1u << i;
+	if (!r->c.dev->writes_only || !q->h.in_use || q->h.kind != PROTO_REQ_RECV || i >= q->h.n ||
+	    !(atomic_load(&q->rma_expect) & bit) || (atomic_fetch_or(&q->rma_done, bit) & bit))
+		return;
+	LOG_WARN(NCCL_NET,
+		 "receive from %s: the sender had a message larger than this buffer of %zu bytes "
+		 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the same "
+		 "NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
+		 r->peer_text, q->posted[i], q->tags[i]);
+	proto_req_fail(&q->h, -FI_EMSGSIZE);
+	atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
+}
+
 /* A ping or pong for the object `id` of this domain, from the CTS pool of
  * its home rail (CQ lock held). Checked like every control message: the addressee
  * must be a connection whose peer is from_id, and the secret its own. */
@@ -86,7 +120,7 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
 	if (len != sizeof(*m) || m->magic != PROTO_PING_MAGIC || !c->ping_id ||
 	    m->from_id != c->ping_id || m->secret != c->secret ||
 	    (m->type != PROTO_PING && m->type != PROTO_PONG && m->type != PROTO_BYE &&
-	     !(m->type == PROTO_STOPPED && c->kind == PROTO_RECV))) {
+	     !((m->type == PROTO_STOPPED || m->type == PROTO_ABORT) && c->kind == PROTO_RECV))) {
 		pthread_mutex_unlock(&dom->id_lock);
 		atomic_fetch_add(&ep->dropped, 1);
 		LOG_WARN_LIMITED(NCCL_NET, "connection %s %s: dropped a ping that is not from its peer "
@@ -107,7 +141,9 @@ void proto_ping_handler(struct ofi_ep *ep, const void *msg, size_t len, uint32_t
 			proto_send_stop(s);
 		}
 	}
-	if (m->type == PROTO_PONG) {
+	if (m->type == PROTO_ABORT) {
+		recv_abort_locked(container_of(c, struct proto_recv, c), m->taken);
+	} else if (m->type == PROTO_PONG) {
 		atomic_store(&c->last_ns, util_coarse_ns());
 	} else if (m->type == PROTO_STOPPED) {
 		struct proto_recv *r = container_of(c, struct proto_recv, c);

@@ -121,7 +121,16 @@ _Static_assert(sizeof(struct proto_cts) == 344, "CTS layout");
  * took, and revokes the buffers it announced for RMA writes. PROTO_STOPPED:
  * the sender's answer to it (or its own close's word), once no write of it is
  * in flight: it writes no more, and wrote this many pieces in all (taken). */
-enum proto_ping_type { PROTO_PING = 1, PROTO_PONG = 2, PROTO_BYE = 3, PROTO_STOPPED = 4 };
+/* PROTO_ABORT (writes only: providers without tags): the sender's message is
+ * larger than the buffer the CTS announced (taken: the CTS slot); nothing is
+ * written, and the receive fails. */
+enum proto_ping_type {
+	PROTO_PING = 1,
+	PROTO_PONG = 2,
+	PROTO_BYE = 3,
+	PROTO_STOPPED = 4,
+	PROTO_ABORT = 5,
+};
 struct proto_ping {
 	uint64_t route;
 	uint32_t magic;

@@ -112,7 +112,11 @@ static int th_mr_close(struct fid *fid)
 			mr->next_cuda->prev_cuda = mr->prev_cuda;
 		pthread_mutex_unlock(&dom->lock);
 	}
-	th_log("dereg iface=%s len=%zu dom=%u", th_iface_name(mr->iface), mr->len, dom->id);
+	if (mr->prov_key)
+		th_log("dereg iface=%s len=%zu key=0x%llx dom=%u", th_iface_name(mr->iface), mr->len,
+		       (unsigned long long)mr->prov_key, dom->id);
+	else
+		th_log("dereg iface=%s len=%zu dom=%u", th_iface_name(mr->iface), mr->len, dom->id);
 	atomic_fetch_sub(&dom->ref, 1);
 	mr->magic = 0;
 	free(mr->shadow);
@@ -313,6 +317,10 @@ static int th_mr_regattr(struct fid *fid, const struct fi_mr_attr *attr, uint64_
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u cuda_dev=%d%s%s",
 		       th_iface_name(mr->iface), device, len, mr->access, dom->id, cuda_dev,
 		       dmabuf ? " dmabuf=1" : "", mr->shadow ? " shadow=1" : "");
+	else if (mr->prov_key)
+		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " key=0x%llx dom=%u",
+		       th_iface_name(mr->iface), device, len, mr->access,
+		       (unsigned long long)mr->prov_key, dom->id);
 	else
 		th_log("reg iface=%s device=%d len=%zu access=0x%" PRIx64 " dom=%u%s",
 		       th_iface_name(mr->iface), device, len, mr->access, dom->id,

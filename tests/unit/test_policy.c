@@ -191,7 +191,7 @@ static int test_plan_unnamed(void)
 	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, NULL, NULL, NULL);
 	int n = policy_plan(&cfg, FI_VERSION(1, 20), plan);
-	CHECK_EQ(n, 8);
+	CHECK_EQ(n, 12); /* 8, then the asks without FI_TAGGED */
 	/* each ask again at API 1.17 right after it, for providers built against
 	 * older headers */
 	for (int a = 0; a < n; a++) {
@@ -205,14 +205,22 @@ static int test_plan_unnamed(void)
 	}
 	/* on 1.17 itself nothing is asked twice: the order of the asks */
 	n = policy_plan(&cfg, FI_VERSION(1, 17), plan);
-	CHECK_EQ(n, 4);
+	CHECK_EQ(n, 6);
+	/* last, providers without tags, which need RMA writes: FI_HMEM first */
+	for (int a = 4; a < n; a++) {
+		CHECK(plan[a].notag && plan[a].rma && !(plan[a].caps & FI_TAGGED));
+		CHECK((plan[a].caps & (FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE)) ==
+		      (FI_MSG | FI_RMA | FI_WRITE | FI_REMOTE_WRITE));
+		CHECK_EQ(plan[a].hmem, a == 4);
+		CHECK_STR_CONTAINS(plan[a].label, "no FI_TAGGED");
+	}
 	/* FI_HMEM first, each with and then without RMA */
 	static const struct { int hmem, rma; } want[4] = { { 1, 1 }, { 1, 0 }, { 0, 1 }, { 0, 0 } };
 	for (int a = 0; a < n && a < 4; a++) {
 		const struct policy_attempt_plan *p = &plan[a];
 		CHECK_EQ(p->hmem, want[a].hmem);
 		CHECK_EQ(p->rma, want[a].rma);
-		CHECK(!p->legacy);
+		CHECK(!p->legacy && !p->notag);
 		CHECK_EQ(p->remote, 1);
 		CHECK((p->caps & (FI_TAGGED | FI_MSG | FI_REMOTE_COMM)) ==
 		      (FI_TAGGED | FI_MSG | FI_REMOTE_COMM));
@@ -238,15 +246,17 @@ static int test_plan_named(void)
 	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
 	make_cfg(&cfg, "shm", NULL, NULL);
 	int n = policy_plan(&cfg, FI_VERSION(1, 20), plan);
-	CHECK_EQ(n, 16);
+	CHECK_EQ(n, 24);
 	CHECK(n <= POLICY_MAX_ATTEMPTS);
 	for (int a = 1; a < n; a += 2) {
 		CHECK(plan[a].legacy);
 		CHECK_EQ(plan[a].caps, plan[a - 1].caps);
 	}
 	n = policy_plan(&cfg, FI_VERSION(1, 17), plan);
-	CHECK_EQ(n, 8);
-	for (int a = 0; a < n; a++) {
+	CHECK_EQ(n, 12);
+	for (int a = 8; a < n; a++) /* without tags: remote, then single-host */
+		CHECK(plan[a].notag && plan[a].remote == (a < 10));
+	for (int a = 0; a < 8; a++) {
 		CHECK_EQ(plan[a].remote, a < 4);
 		CHECK_EQ(!!(plan[a].caps & FI_REMOTE_COMM), a < 4);
 		/* no locality bit at all in the single-host pass */
@@ -258,10 +268,10 @@ static int test_plan_named(void)
 	}
 	/* an exclude-only list names nothing: no single-host pass */
 	make_cfg(&cfg, "^efa", NULL, NULL);
-	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 4);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 6);
 	make_cfg(&cfg, "^efa,shm", NULL, NULL);
-	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 8);
-	CHECK_EQ(policy_plan(&cfg, FI_VERSION(2, 1), plan), 16);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(1, 17), plan), 12);
+	CHECK_EQ(policy_plan(&cfg, FI_VERSION(2, 1), plan), 24);
 	return 0;
 }
 
@@ -374,6 +384,60 @@ static int test_select_instance_with_writes(void)
 	CHECK_EQ(scen_select(&s), 0);
 	CHECK(kept(&s, t64));
 	CHECK(!kept(&s, t60));
+	scen_free(&s);
+	return 0;
+}
+
+/* efa-direct: no FI_TAGGED, RMA writes with 4 bytes of CQ data: kept, asked
+ * for last; the data path is every message as a write. A tagged provider of
+ * the same domain found again by the no-tag ask is its twin. */
+static int test_select_no_tags(void)
+{
+	static const struct entry EFAD = { .prov = "efa", .fabric = "efa-direct",
+					   .domain = "rdmap0s6-rdm" };
+	struct scenario s;
+	scen_init(&s, NULL);
+	int notag_host = -1;
+	for (int a = 0; a < s.n; a++)
+		if (s.plan[a].notag && !s.plan[a].hmem && s.plan[a].remote)
+			notag_host = a;
+	CHECK(notag_host >= 0);
+	if (notag_host < 0)
+		return 1;
+	struct fi_info *d = scen_add(&s, notag_host, &EFAD);
+	d->caps &= ~FI_TAGGED;
+	d->ep_attr->mem_tag_format = 0;
+	d->domain_attr->cq_data_size = 4;
+	struct fi_info *t = scen_add(&s, A_HOST_RMA, &TCP_ETH0);
+	struct fi_info *t2 = scen_add(&s, notag_host, &TCP_ETH0);
+	t2->caps &= ~FI_TAGGED;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(cand_of(&s, t2) == NULL && cand_of(&s, t) && cand_of(&s, t)->twins == 1);
+	/* asked last, so a tagged provider found earlier comes first */
+	CHECK(kept(&s, t) && !kept(&s, d));
+	scen_free(&s);
+	scen_init(&s, "efa"); /* (named: the single-host asks come in between) */
+	for (int a = 0; a < s.n; a++)
+		if (s.plan[a].notag && !s.plan[a].hmem && s.plan[a].remote)
+			notag_host = a;
+	d = scen_add(&s, notag_host, &EFAD);
+	d->caps &= ~FI_TAGGED;
+	d->ep_attr->mem_tag_format = 0;
+	d->domain_attr->cq_data_size = 4;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(kept(&s, d));
+	struct policy_data_path dp;
+	policy_data_path(false, true, NULL, "efa", d, NULL, &dp);
+	CHECK(dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "every message as an RMA write");
+	CHECK_STR_CONTAINS(dp.reason, "NCCL_FABRIC_RMA=0 cannot apply");
+	scen_free(&s);
+	/* without 4 bytes of CQ data it cannot carry them */
+	scen_init(&s, "efa");
+	d = scen_add(&s, notag_host, &EFAD);
+	d->caps &= ~FI_TAGGED;
+	CHECK_EQ(scen_select(&s), -1);
+	CHECK_STR_CONTAINS(reason_of(&s, d), "lacks FI_TAGGED, and RMA writes");
 	scen_free(&s);
 	return 0;
 }
@@ -502,7 +566,7 @@ static int test_select_single_host(void)
 
 	/* an exclude-only list names nothing: no single-host pass at all */
 	scen_init(&s, "^efa");
-	CHECK_EQ(s.n, 4);
+	CHECK_EQ(s.n, 6);
 	for (int a = 0; a < s.n; a++)
 		CHECK(s.plan[a].remote);
 	scen_free(&s);
@@ -581,7 +645,7 @@ static int test_select_rejections(void)
 	CHECK_STR_CONTAINS(reason_of(&s, i_mr), "mr_mode bits 0x8");
 	CHECK_STR_CONTAINS(reason_of(&s, i_tags), "offers 44 tag bits; the plugin needs 48");
 	CHECK_STR_CONTAINS(reason_of(&s, i_ep), "FI_EP_RDM");
-	CHECK_STR_CONTAINS(reason_of(&s, i_notag), "lacks FI_TAGGED|FI_MSG");
+	CHECK_STR_CONTAINS(reason_of(&s, i_notag), "lacks FI_TAGGED, and RMA writes with 4 bytes");
 	CHECK(!kept(&s, i_mode) && !kept(&s, i_mr) && !kept(&s, i_tags) && !kept(&s, i_ep) &&
 	      !kept(&s, i_notag));
 	CHECK(kept(&s, i_ctx));
@@ -951,7 +1015,7 @@ static int test_select_legacy_api(void)
 	make_cfg(&s.cfg, "oldprov", NULL, NULL);
 	s.fi_version = FI_VERSION(2, 1);
 	s.n = policy_plan(&s.cfg, s.fi_version, s.plan);
-	CHECK_EQ(s.n, 16);
+	CHECK_EQ(s.n, 24);
 	for (int a = 0; a < s.n; a++) {
 		s.res[a].plan = s.plan[a];
 		s.res[a].rc = -FI_ENODATA;
@@ -959,7 +1023,7 @@ static int test_select_legacy_api(void)
 	/* tcp;ofi_rxm answers both asks (a twin), oldprov only the API 1.17 one */
 	int host_rma = -1, legacy_host_rma = -1;
 	for (int a = 0; a < s.n; a++)
-		if (s.plan[a].remote && !s.plan[a].hmem && s.plan[a].rma)
+		if (s.plan[a].remote && !s.plan[a].hmem && s.plan[a].rma && !s.plan[a].notag)
 			*(s.plan[a].legacy ? &legacy_host_rma : &host_rma) = a;
 	CHECK(host_rma >= 0 && legacy_host_rma == host_rma + 1);
 	if (host_rma < 0 || legacy_host_rma < 0)
@@ -1677,6 +1741,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_tag_bits, "tag bits from mem_tag_format, generic patterns are 64"),
 	TEST_ENTRY(test_name_matches, "provider names: full name, or the core name of a layered one"),
 	TEST_ENTRY(test_select_first_wins, "the first usable provider in discovery order wins"),
+	TEST_ENTRY(test_select_no_tags, "a provider without tags is used for its RMA writes, asked last"),
 	TEST_ENTRY(test_select_instance_with_writes,
 		   "of two instances of one domain, the one whose CQ data carries writes is used"),
 	TEST_ENTRY(test_select_include_order, "NCCL_FABRIC_PROVIDER order beats discovery order"),
