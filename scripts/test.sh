@@ -163,12 +163,15 @@ variant_setup() {
   case $1 in
     release)
       # asan runs the full lists on the same libfabric, lf2 all of them (see above)
-      ctest_args=(-E '^func[.]check[.]((tcp|shm)[.](full|rails|rma)|tcp[.]older|tcp[.]eager0)$') ;;
+      # (the emulated RDMA profiles over shm: lf2's)
+      ctest_args=(-E '^func[.]check[.]((tcp|shm)[.](full|rails|rma)|tcp[.]older|tcp[.]eager0|profile[.].*[.]shm)$') ;;
     asan)
       cmake_args=(-DFABRIC_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
       # what other runs of the same code cover: the older API versions (their
       # adapters: unit.abi, here too), udp, eager 0, the HMEM decision matrix
-      ctest_args=(-E '^func[.]check[.](tcp[.]older|shm[.]older|udp|tcp[.]eager0|shm[.]rails|shm[.]rma)|^func[.]hmem[.](matrix|text)$') ;;
+      # the emulated RDMA profiles: the no-tag path (efa-direct) and cxi's
+      # endpoint-bound registrations only
+      ctest_args=(-E '^func[.]check[.](tcp[.]older|shm[.]older|udp|tcp[.]eager0|shm[.]rails|shm[.]rma)|^func[.]hmem[.](matrix|text)$|^func[.]check[.]profile[.]((efa|verbs|psm3|opx|cxi-tagged)[.]|.*[.]shm$)') ;;
     lf2 | lf2-cuda | headers-2x)
       local flavour=nocuda prefix rc
       [ "$1" = lf2-cuda ] && flavour=cuda

@@ -6,12 +6,14 @@
 # `ops iface=cuda` summary with sends and receives. The plugin is a black box
 # to the checker; the log is the provider's side of the story.
 #
-# usage: hmem_check.sh [--ops] [--answer ANSWER] [--warn TEXT] -- NCCL-FABRIC-CHECK ARGS...
+# usage: hmem_check.sh [--ops|--ops-writes] [--answer ANSWER] [--warn TEXT] -- NCCL-FABRIC-CHECK ARGS...
 #   --ops          require an `ops iface=cuda` line with sends>0 and recvs>0. The
 #                  line is written when a domain closes: the plugin closes its
 #                  domains at the last finalize, which NCCL (and the checker)
 #                  calls from net v11 on; ranks of v6-v10 exit with the domain
 #                  open, so their traffic is never summarised.
+#   --ops-writes   require one with writes>0 instead: a provider without tags
+#                  moves every message as an RMA write from GPU memory
 #   --answer A     every `setopt cuda_api_permitted=` line answers A (the plugin
 #                  asked the question on its endpoints and heard the provider)
 #   --warn TEXT    the checker's output has a WARN line containing TEXT
@@ -24,6 +26,7 @@ want_ops=no answer="" warn=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--ops) want_ops=yes ;;
+	--ops-writes) want_ops=writes ;;
 	--answer) answer=$2; shift ;;
 	--warn) warn=$2; shift ;;
 	--) shift; break ;;
@@ -65,13 +68,19 @@ while read -r line; do
 	nops=$((nops + 1))
 	sends=$(sed -n 's/.* sends=\([0-9]*\).*/\1/p' <<<"$line")
 	recvs=$(sed -n 's/.* recvs=\([0-9]*\).*/\1/p' <<<"$line")
+	writes=$(sed -n 's/.* writes=\([0-9]*\).*/\1/p' <<<"$line")
+	if [ $want_ops = writes ]; then
+		sends=${writes:-0} recvs=${writes:-0}
+	fi
 	if [ "${sends:-0}" -gt 0 ] && [ "${recvs:-0}" -gt 0 ]; then
 		nbusy=$((nbusy + 1))
 		[ $nbusy = 1 ] && echo "# $line"
 	fi
 done < <(grep '^ops iface=cuda ' "$log")
 echo "# ops iface=cuda: $nops summaries, $nbusy with sends and receives"
-if [ $want_ops = yes ] && [ $nbusy = 0 ]; then
+if [ $want_ops = writes ] && [ $nbusy = 0 ]; then
+	fail "no 'ops iface=cuda' summary with writes>0 (domains closed: $(grep -c '^domain close' "$log"))"
+elif [ $want_ops = yes ] && [ $nbusy = 0 ]; then
 	fail "no 'ops iface=cuda' summary with sends>0 and recvs>0 (domains closed: $(grep -c '^domain close' "$log"))"
 fi
 
