@@ -221,18 +221,28 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
 			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
-			fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s%s; a "
-				"receive that can only get eager messages sends no clear-to-send (lazy: "
-				"only if it still waits after 1 ms); control messages untagged\n",
-				dev->rails_reason, dev->eager_reason, dev->data_reason,
-				dev->rma_cfg && dev->stripe_min && dev->nrails > 1 ?
-					", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
+			if (dev->writes_only)
+				fprintf(out, "     data path: rails %s; no eager messages; %s%s; control "
+					"messages untagged\n",
+					dev->rails_reason, dev->data_reason,
+					dev->stripe_min && dev->nrails > 1 ?
+						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
+			else
+				fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s%s; a "
+					"receive that can only get eager messages sends no clear-to-send (lazy: "
+					"only if it still waits after 1 ms); control messages untagged\n",
+					dev->rails_reason, dev->eager_reason, dev->data_reason,
+					dev->rma_cfg && dev->stripe_min && dev->nrails > 1 ?
+						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			struct policy_traits tr;
 			policy_traits_for(dev->info, d->runtime_version, &tr);
 			fprintf(out, "     faults: a silent peer is pinged after 1 s and declared gone after "
 				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s; "
 				"a close whose peer takes no data %s\n",
 				(long long)v->cfg->v[CFG_PEER_TIMEOUT].i,
+				dev->writes_only ?
+				"are RMA writes only, each checked against the buffer its clear-to-send "
+				"announced" :
 				(dev->info->caps & FI_DIRECTED_RECV) ?
 				"accept only the connection's peer (FI_DIRECTED_RECV)" :
 				"accept any source (the provider lacks FI_DIRECTED_RECV): only the tag "
