@@ -1,7 +1,7 @@
 /*
- * nccl_net.h - NCCL's network-plugin ABI, versions 6 to 12, written from the
- * layout facts in docs (shared/reference/nccl-net-abi.md). NCCL ships no plugin
- * header, so the plugin carries its own; the static asserts at the end pin every
+ * nccl_net.h - NCCL's network-plugin ABI, versions 6 to 12, written in our
+ * own words from the layouts NCCL's releases use. NCCL ships no plugin header,
+ * so the plugin carries its own; the static asserts at the end pin every
  * struct to the size NCCL's own headers give on x86_64.
  *
  * NCCL's vocabulary, below every layer: the abi/ adapters translate these

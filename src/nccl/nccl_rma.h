@@ -1,8 +1,8 @@
 /*
  * nccl_rma.h - NCCL's RMA plugin ABI (the host side of device-initiated
- * networking), versions 13 and 14, written from the layout facts of NCCL 2.30
- * (shared/reference/nccl-net-abi.md has the net ABI; these tables follow the
- * same conventions). NCCL finds them in the net plugin's own library:
+ * networking), versions 13 and 14, written from the layouts of NCCL 2.30
+ * (the same conventions as nccl_net.h). NCCL finds them in the net plugin's
+ * own library:
  * ncclRmaPlugin_v14 first, then ncclRmaPlugin_v13.
  *
  *   v13: the GIN v13 layout. createContext hands back a device handle and
