@@ -73,7 +73,8 @@ int rma_test(void *coll, void *request, int *done);
 int rma_progress(void *ctx);
 int rma_query_last_error(void *ctx, bool *has_error);
 
-/* Tests only: what this rank believes of `rank`'s copy of a window, so a test
+/* Tests only (rma_test_hooks.c, in the tests' archive, not the plugin): what
+ * this rank believes of `rank`'s copy of a window, so a test
  * can forge a key or a size as a lying peer would. */
 int rma_test_peer_window(void *mhandle, uint32_t rank, uint64_t *key, uint64_t *size);
 int rma_test_set_peer_window(void *mhandle, uint32_t rank, uint64_t key, uint64_t size);
