@@ -4,7 +4,8 @@
  * that calls libfabric (the plugin path reaches libfabric through the plugin).
  *
  * What it supports of the provider's requirements:
- *   mode     FI_CONTEXT, FI_CONTEXT2: every operation owns a struct fi_context2.
+ *   mode     FI_CONTEXT, FI_CONTEXT2: every operation owns a struct fi_context2;
+ *            FI_ASYNC_IOV: no call takes an iov array.
  *            Anything else (FI_MSG_PREFIX, ...) is refused at fi_getinfo.
  *   mr_mode  FI_MR_LOCAL: buffers are registered and their descriptors passed;
  *            FI_MR_ENDPOINT: registrations are bound to the endpoint and enabled;
@@ -27,7 +28,7 @@
 
 #define PF_RAW_NAME_MAX 256 /* endpoint names exchanged out of band */
 #define PF_RAW_API FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION)
-#define PF_RAW_MODES (FI_CONTEXT | FI_CONTEXT2)
+#define PF_RAW_MODES (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)
 #define PF_RAW_MR_MODES \
 	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT)
 #define PF_RAW_CQ_BATCH 16
@@ -106,7 +107,7 @@ static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const c
 				       prov);
 		return fh_fail(r,
 			       "raw: fi_getinfo(provider \"%s\", FI_EP_RDM, FI_TAGGED|FI_MSG, "
-			       "mr_mode <= 0x%x, mode <= FI_CONTEXT|FI_CONTEXT2) failed: %s",
+			       "mr_mode <= 0x%x, mode <= FI_CONTEXT|FI_CONTEXT2|FI_ASYNC_IOV) failed: %s",
 			       prov, (unsigned)PF_RAW_MR_MODES, pf_err(rc));
 	}
 	raw->info = raw->list;
@@ -115,7 +116,7 @@ static int pf_raw_getinfo(fh_rank_t *r, pf_raw_t *raw, const char *prov, const c
 	 * not corrupt memory later. */
 	if (i->mode & ~(uint64_t)PF_RAW_MODES)
 		return fh_fail(r, "raw: provider %s requires mode bits 0x%llx this tool does not "
-				  "implement (only FI_CONTEXT, FI_CONTEXT2)",
+				  "implement (only FI_CONTEXT, FI_CONTEXT2, FI_ASYNC_IOV)",
 			       i->fabric_attr->prov_name,
 			       (unsigned long long)(i->mode & ~(uint64_t)PF_RAW_MODES));
 	if (i->domain_attr->mr_mode & ~PF_RAW_MR_MODES)
