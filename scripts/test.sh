@@ -186,6 +186,12 @@ variant_setup() {
       expect=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion libfabric | cut -d. -f1,2)
       libdir=$prefix/lib
       case $1 in
+        lf2)
+          # efa-direct's fault run writes over tcp;ofi_rxm, whose 2.x
+          # receiver crashes when an RMA write's sender dies (rxm_handle_comp_error,
+          # policy_traits.c): the emulation's base, not the plugin; release and
+          # asan run it on 1.17
+          ctest_args=(-E '^func[.]check[.]profile[.]efa-direct[.]faults$') ;;
         lf2-cuda)
           cuda=1
           ctest_args=(-L '^(unit|hmem|testprov|stubcuda|libfabric-cuda)$') ;;

@@ -49,6 +49,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define TH_MR_LEGACY 0x3
 #define RMA_ALL (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)
 #define ORDER_ALL_RMA                                                                      \
 	(FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR | FI_ORDER_WAW |       \
@@ -219,8 +220,9 @@ static const char *th_profile_refuses(const struct th_profile *p, const struct f
 	if (h->domain_attr) {
 		int m = h->domain_attr->mr_mode;
 
-		/* FI_MR_BASIC/SCALABLE: the legacy modes, which a provider maps */
-		if (!(m & (FI_MR_BASIC | FI_MR_SCALABLE)) && (p->mr_mode & ~m))
+		/* FI_MR_BASIC (1) and FI_MR_SCALABLE (2): the legacy modes, which a
+		 * provider maps (named by value: 2.x headers deprecate the names) */
+		if (!(m & TH_MR_LEGACY) && (p->mr_mode & ~m))
 			return "mr_mode";
 		if (h->domain_attr->cq_data_size > cq_data)
 			return "cq_data_size";
