@@ -204,16 +204,6 @@ int ofi_domain_nobjs(struct ofi_domain *dom);
  * takes no lock of the plugin's). */
 void ofi_domain_visit(struct ofi_domain *dom, void (*visit)(void *owner, void *arg), void *arg);
 
-/* Whether an entry can take large messages as RMA writes with CQ data: the
- * write capabilities, 4 bytes of CQ data or more, and no receive consumed
- * for it. */
-static inline bool ofi_info_rma_write(const struct fi_info *info)
-{
-	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
-	return (info->caps & wcaps) == wcaps && info->domain_attr &&
-	       info->domain_attr->cq_data_size >= 4 && !(info->mode & FI_RX_CQ_DATA);
-}
-
 int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out);
 /* Reads what peers still send (a late CTS, a ping) until quiet_ns pass
  * without a completion, at most max_ns: a stream endpoint closed with unread

@@ -83,7 +83,7 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	 * which buffer is full: needs the write capabilities, 4 bytes of CQ data
 	 * or more (with 4 the receiver sums the size from the completions), and a
 	 * provider that does not consume a posted receive for it. */
-	dom->rma_write = attr->rma_write && ofi_info_rma_write(dom->info);
+	dom->rma_write = attr->rma_write && policy_writes_fit(dom->info);
 	dom->cq_data4 = dom->info->domain_attr->cq_data_size < 8;
 
 	rc = fi_fabric(dom->info->fabric_attr, &dom->fabric, NULL);

@@ -262,9 +262,7 @@ static size_t cq_data_of(const struct fi_info *info)
 	return info->domain_attr ? info->domain_attr->cq_data_size : 0;
 }
 
-/* Whether an entry can carry large messages as RMA writes with CQ data
- * (policy_data_path's conditions on the entry). */
-static bool writes_fit(const struct fi_info *info)
+bool policy_writes_fit(const struct fi_info *info)
 {
 	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
 	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4 &&
@@ -332,7 +330,7 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 		snprintf(c->reason, sizeof(c->reason), "lacks FI_MSG");
 		return false;
 	}
-	if (!(info->caps & FI_TAGGED) && !writes_fit(info)) {
+	if (!(info->caps & FI_TAGGED) && !policy_writes_fit(info)) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "lacks FI_TAGGED, and RMA writes with 4 bytes of remote CQ data (that consume "
 			 "no receive) to carry every message instead");
@@ -365,7 +363,7 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 			 * (psm3: one with a 64-bit tag and no CQ data, one with a
 			 * 60-bit tag and 4 bytes of it): the one that carries RMA
 			 * writes wins */
-			if (!writes_fit(o->info) && writes_fit(info)) {
+			if (!policy_writes_fit(o->info) && policy_writes_fit(info)) {
 				o->kept = false;
 				snprintf(o->reason, sizeof(o->reason),
 					 "same provider and domain as candidate %d, which is used: "

@@ -253,6 +253,9 @@ struct policy_data_path {
 	bool rma;
 	char reason[POLICY_REASON_LEN];
 };
+/* Whether an entry can carry messages as RMA writes with CQ data: the write
+ * capabilities, 4 bytes of CQ data or more, and no receive consumed for it. */
+bool policy_writes_fit(const struct fi_info *info);
 /* cfg_rma: NCCL_FABRIC_RMA; cfg_explicit: set in the environment (it then
  * overrides no_write_why, the traits' reason against writes by default);
  * cxi_writedata: FI_CXI_ENABLE_WRITEDATA's value (NULL: unset), without which

@@ -48,18 +48,16 @@ void proto_live_init(struct proto_comm *c)
 	atomic_init(&c->last_ns, util_coarse_ns());
 }
 
-ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
-			enum proto_ping_type type)
+/* Posts msg, a control word of the given type carrying `taken`, to the comm's
+ * peer on its home rail: where the comm's test() reads (rail 0 before the
+ * handshake). */
+static ssize_t ping_send(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
+			 enum proto_ping_type type, uint32_t taken)
 {
-	uint32_t taken = c->kind == PROTO_RECV ?
-				 atomic_load(&container_of(c, struct proto_recv, c)->taken) :
-			 type == PROTO_STOPPED ?
-				 atomic_load(&container_of(c, struct proto_send, c)->written) : 0;
 	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
 				    .magic = PROTO_PING_MAGIC, .type = type,
 				    .from_id = c->reg.id ? c->reg.id : c->closed_id,
 				    .taken = taken, .secret = c->secret };
-	/* the home rail: where the comm's test() reads (rail 0 before the handshake) */
 	proto_op_will_post(c, op, c->rails[c->home]);
 	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), proto_ctrl_desc(c), c->ping_peer,
 				 &op->ctx);
@@ -68,19 +66,20 @@ ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_pi
 	return rc;
 }
 
+ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,
+			enum proto_ping_type type)
+{
+	uint32_t taken = c->kind == PROTO_RECV ?
+				 atomic_load(&container_of(c, struct proto_recv, c)->taken) :
+			 type == PROTO_STOPPED ?
+				 atomic_load(&container_of(c, struct proto_send, c)->written) : 0;
+	return ping_send(c, op, msg, type, taken);
+}
+
 ssize_t proto_abort_post(struct proto_send *s, struct ofi_op *op, struct proto_ping *msg,
 			 uint32_t slot)
 {
-	struct proto_comm *c = &s->c;
-	*msg = (struct proto_ping){ .route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_PING, c->ping_id),
-				    .magic = PROTO_PING_MAGIC, .type = PROTO_ABORT,
-				    .from_id = c->reg.id, .taken = slot, .secret = c->secret };
-	proto_op_will_post(c, op, c->rails[c->home]);
-	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), proto_ctrl_desc(c), c->ping_peer,
-				 &op->ctx);
-	if (rc)
-		proto_op_not_posted(c, op);
-	return rc;
+	return ping_send(&s->c, op, msg, PROTO_ABORT, slot);
 }
 
 /* PROTO_ABORT for receive comm r: the buffer its slot names fails, once.

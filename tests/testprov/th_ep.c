@@ -251,9 +251,11 @@ static void th_virt_to_offset(struct th_domain *dom, const struct fi_rma_iov *in
 /* Where the keys are the provider's (the host's table knows each
  * registration), a remote range outside the registration its key names is
  * what a NIC answers with a remote access error: the operation completes in
- * error (FI_EACCES) at the initiator. Returns 1 when it was refused so. */
-static int th_remote_refused(struct th_ep *ep, const char *op, const struct fi_rma_iov *riov,
-			     size_t n, size_t total, void *context, int is_read)
+ * error (FI_EACCES) on cq (NULL: an inject, which has no completion). Returns
+ * 1 when it was refused so. */
+static int th_remote_refused(struct th_ep *ep, struct th_cq *cq, const char *op,
+			     const struct fi_rma_iov *riov, size_t n, size_t total, void *context,
+			     int is_read)
 {
 	struct th_domain *dom = ep->domain;
 
@@ -281,8 +283,8 @@ static int th_remote_refused(struct th_ep *ep, const char *op, const struct fi_r
 		e.op_context = context;
 		e.flags = FI_RMA | (is_read ? FI_READ : FI_WRITE);
 		e.err = FI_EACCES;
-		if (ep->tx_cq)
-			th_cq_push_err(ep->tx_cq, &e,
+		if (cq)
+			th_cq_push_err(cq, &e,
 				       "testhmem: remote access error (the key names no registration "
 				       "holding that range)");
 		return 1;
@@ -1032,8 +1034,8 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 				   r->call == TH_CALL_MSG && (r->flags & FI_INJECT));
 		if (ret)
 			return ret;
-		if (th_remote_refused(ep, r->name, r->rma_iov, r->rma_count, sum, r->context,
-				      r->is_read)) {
+		if (th_remote_refused(ep, ep->tx_cq, r->name, r->rma_iov, r->rma_count, sum,
+				      r->context, r->is_read)) {
 			th_ctx_claim(dom, r->context);
 			return 0;
 		}
@@ -1225,12 +1227,8 @@ static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t 
 	{
 		/* no completion to carry the error: the call fails */
 		struct fi_rma_iov in = { addr, len, key };
-		struct th_cq *cq = ep->tx_cq;
 
-		ep->tx_cq = NULL;
-		ret = th_remote_refused(ep, "inject_write", &in, 1, len, NULL, 0);
-		ep->tx_cq = cq;
-		if (ret)
+		if (th_remote_refused(ep, NULL, "inject_write", &in, 1, len, NULL, 0))
 			return -FI_EACCES;
 	}
 	if (dom->virt_xlate) {

@@ -338,8 +338,7 @@ static int ck_sender_exits(ck_t *ck)
 	fh_rank_t *r = ck->r;
 	int me = r->rank;
 	void *sc = NULL, *rc = NULL;
-	const ncclFabricTools_v1_t *tools = fh_net_tools(ck->net);
-	long eager = tools && tools->eager_max ? tools->eager_max(ck->dev) : 1000;
+	long eager = ck_eager_max(ck, 1000);
 	if (eager == 0)
 		return fh_skip(r, "no message leaves before its receive is posted here (eager limit "
 				  "0: a provider without FI_TAGGED writes every one)");

@@ -300,8 +300,7 @@ static int ck_peer_gone_close(ck_t *ck)
 	int me = r->rank;
 	enum { N = 3 };
 	void *sc[N] = {NULL}, *rc[N] = {NULL};
-	const ncclFabricTools_v1_t *tools = fh_net_tools(ck->net);
-	long eager = tools && tools->eager_max ? tools->eager_max(ck->dev) : 100;
+	long eager = ck_eager_max(ck, 100);
 	if (eager == 0)
 		return fh_skip(r, "no message leaves before its receive is posted here (eager limit "
 				  "0: a provider without FI_TAGGED writes every one)");

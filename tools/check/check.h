@@ -78,6 +78,9 @@ const ck_case_t *ck_cases_faults(int *n);
 /* ---- check_util.c: helpers shared by the cases ---- */
 
 size_t ck_cap(const ck_t *ck, size_t size);
+/* The device's eager limit, as the plugin's tools table says (0: every message
+ * waits for its receive), or `unknown` where the plugin does not say. */
+long ck_eager_max(const ck_t *ck, long unknown);
 /* Seed for message idx sent from rank `from` to rank `to` on stream `stream`. */
 uint64_t ck_seed(const ck_t *ck, int from, int to, int stream, int idx);
 /* Grouped receives NCCL would post: min(maxRecvs, FH_MAX_GROUP). */

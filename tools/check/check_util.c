@@ -22,6 +22,13 @@ size_t ck_cap(const ck_t *ck, size_t size)
 	return size > ck->o->max_size ? ck->o->max_size : size;
 }
 
+long ck_eager_max(const ck_t *ck, long unknown)
+{
+	const ncclFabricTools_v1_t *tools = fh_net_tools(ck->net);
+	long eager = tools && tools->eager_max ? tools->eager_max(ck->dev) : -1;
+	return eager < 0 ? unknown : eager;
+}
+
 uint64_t ck_seed(const ck_t *ck, int from, int to, int stream, int idx)
 {
 	uint64_t h = fh_mix64(ck->o->seed + (uint64_t)ck->version);
