@@ -210,7 +210,8 @@ static int ck_bidir(ck_t *ck)
 
 /* ------------------------------------------------------------ soak */
 
-/* Both directions at full speed for arg seconds (a quarter with --quick):
+/* Both directions at full speed for arg seconds (a quarter with --quick), or
+ * until --soak-messages messages went each way:
  * rounds of SOAK_MSGS messages each way, sizes cycling 8 B .. 1 MiB, 16 in
  * flight per comm; every size test() reports is checked, and the bytes of 4
  * messages a round. Both processes are alive and busy all along: a "peer is
@@ -243,7 +244,9 @@ static int ck_soak(ck_t *ck)
 	double bytes = 0;
 	fh_op_t ops[2 * SOAK_MSGS];
 	for (int round = 0;; round++) {
-		char more = me == 0 ? fh_now() - t0 < secs : 0;
+		char more = 0;
+		if (me == 0)
+			more = ck->o->soak_msgs ? msgs < ck->o->soak_msgs : fh_now() - t0 < secs;
 		if (me == 0 ? fh_oob_send(r, 1, &more, 1) : fh_oob_recv(r, 0, &more, 1))
 			return FH_FAIL;
 		if (!more)
@@ -273,6 +276,9 @@ static int ck_soak(ck_t *ck)
 					       round, i, len, bad);
 		}
 		msgs += SOAK_MSGS;
+		/* a long soak says where it is, in case it is stopped */
+		if (me == 0 && ck->o->soak_msgs >= 2000000 && msgs % 1000000 < SOAK_MSGS)
+			fprintf(stderr, "soak: %lu messages each way, %.0f s\n", msgs, fh_now() - t0);
 	}
 	double dt = fh_now() - t0;
 	for (int i = 0; i < SOAK_BUFS; i++)

@@ -26,6 +26,7 @@ struct ck_opts {
 	int quick;
 	uint64_t seed;
 	int dev;
+	unsigned long soak_msgs; /* soak until this many messages each way (--soak-messages) */
 };
 
 struct ck_case;

@@ -143,7 +143,9 @@ static void ck_usage(FILE *f)
 		"  --max-size BYTES   cap message sizes (suffixes K, M, G); larger cases SKIP\n"
 		"  --quick            fewer messages and rounds; no size above 16 MiB\n"
 		"  --seed N           seed for random sizes and patterns (default: random)\n"
-		"  --dev N            device to test (default 0)\n\n"
+		"  --dev N            device to test (default 0)\n"
+		"  --soak-messages N  the soak case runs until N messages went each way\n"
+		"                     (instead of 20 s); its time limit grows by N / 1000 s\n\n"
 		"Environment: NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER scales every timeout;\n"
 		"NCCL_DEBUG=INFO|TRACE shows the plugin's log (WARN lines always show).\n"
 		"Exit status: 0 passed, 1 a case failed, 77 everything skipped, 2 usage.\n");
@@ -244,7 +246,7 @@ int main(int argc, char **argv)
 	o.max_size = SIZE_MAX;
 
 	enum { O_PLUGIN = 256, O_PROVIDER, O_VERSIONS, O_CASE, O_LIST, O_LOOPBACK, O_MAXSIZE,
-	       O_QUICK, O_SEED, O_DEV, O_HELP };
+	       O_QUICK, O_SEED, O_DEV, O_SOAK, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -256,6 +258,7 @@ int main(int argc, char **argv)
 		{"quick", no_argument, NULL, O_QUICK},
 		{"seed", required_argument, NULL, O_SEED},
 		{"dev", required_argument, NULL, O_DEV},
+		{"soak-messages", required_argument, NULL, O_SOAK},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -296,6 +299,16 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case O_SOAK: {
+			char *end = NULL;
+			double n = strtod(optarg, &end); /* 1e7 as well as 10000000 */
+			if (!end || *end || n < 1 || n > 1e12) {
+				fprintf(stderr, "bad --soak-messages '%s'\n", optarg);
+				return 2;
+			}
+			o.soak_msgs = (unsigned long)n;
+			break;
+		}
 		case O_HELP:
 		case 'h': ck_usage(stdout); return 0;
 		default: ck_usage(stderr); return 2;
@@ -387,6 +400,9 @@ int main(int argc, char **argv)
 			run.c = c;
 			fh_outcome_t out;
 			double limit = (c->timeout_s > 0 ? c->timeout_s : CK_DEFAULT_TIMEOUT_S) * mult;
+			/* a soak counted in messages: at least 1000 a second each way */
+			if (o.soak_msgs && strcmp(c->name, "soak") == 0)
+				limit += (double)o.soak_msgs / 1000.0 * mult;
 			fh_launch(c->nranks, limit, ck_rank_body, &run, &out);
 			if (out.status != FH_FAIL)
 				shm_left += out.shm_left;
