@@ -66,7 +66,7 @@
 #define PROTO_RESET_TIMEOUT_MS 1000u
 #define PROTO_RESET_WAIT_NS (4ULL * 1000000000ULL)
 /* ... and only when the peer showed no sign of life for this long (a peer
- * that is alive, closing too, is never reset: proto_comm.c, comm_may_reset). */
+ * that is alive, closing too, is never reset: proto_close.c, comm_may_reset). */
 #define PROTO_CLOSE_QUIET_NS (3ULL * 1000000000ULL)
 /* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before
  * connect fails: the listener's endpoint answers within its idle-read
@@ -341,8 +341,6 @@ int proto_comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct prot
 void proto_comm_free(struct proto_comm *c);
 /* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
-/* Releases a comm whose pending count is zero, or turns it into a zombie. */
-void proto_comm_retire(struct proto_comm *c);
 /* Takes (releases) the CQ locks of every rail of the comm: no completion of
  * its operations runs meanwhile. */
 void proto_comm_lock_rails(struct proto_comm *c);
@@ -411,6 +409,17 @@ void proto_comm_counts(int *live, int *peak, long *total);
 /* A new plugin context counts from the connections still open. */
 void proto_comm_counts_reset(void);
 
+/* ---- a comm's close (proto_close.c) ---- */
+
+/* Closes a comm: waits (bounded) for what its peer still has to take or
+ * write, cancels its operations, and releases it when its pending count is
+ * zero, or turns it into a zombie. */
+void proto_comm_retire(struct proto_comm *c);
+/* The latest sign of life of c's peer on c or any other open comm of this
+ * endpoint to the same peer; *others (if given): how many such comms there
+ * are. Walks the domain's registry: for rare decisions, not the data path. */
+uint64_t proto_peer_last_ns(struct proto_comm *c, int *others);
+
 /* ---- liveness (proto_live.c) ---- */
 
 /* The comm's ping, pong and goodbye operations, and its first sign of life. */
@@ -440,10 +449,6 @@ int proto_comm_alive(struct proto_comm *c);
  * comm dead; returns its FI_* error, or 0. */
 int proto_comm_exited(struct proto_comm *c);
 #define PROTO_EXIT_CHECK_NS 10000000ULL
-/* The latest sign of life of c's peer on c or any other open comm of this
- * endpoint to the same peer; *others (if given): how many such comms there
- * are. Walks the domain's registry: for rare decisions, not the data path. */
-uint64_t proto_peer_last_ns(struct proto_comm *c, int *others);
 
 /* What the operations of a comm whose peer is gone fail with (dead: the FI_*
  * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings
