@@ -469,6 +469,30 @@ int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep);
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
 		     size_t buf_len);
 
+/* ---- the clear-to-send (proto_cts.c) ---- */
+
+/* The receiver, at irecv: starts the receive's CTS for n buffers ... */
+void proto_cts_init(struct proto_recv_req *q, int n);
+/* ... announces buffer i (its size, tag and sequence number seq; with rma,
+ * where it can take the message as an RMA write, its address and key) ... */
+void proto_cts_announce(struct proto_recv_req *q, int i, uint32_t seq, bool rma);
+/* ... and makes the CTS lazy (PROTO_LAZY_CTS_NS) when every buffer takes any
+ * eager message whole. */
+void proto_cts_lazy(struct proto_recv_req *q);
+/* Posts the receive's CTS on the comm's home rail, a lazy one only once it is
+ * due. Returns 0 (posted, or lazy and not due: q->cts_sent says which),
+ * -FI_EAGAIN or an error. */
+int proto_cts_send(struct proto_recv_req *q);
+/* test(): a lazy CTS neither posted nor due once every buffer is full is
+ * skipped (counted done) ... */
+void proto_cts_skip_lazy(struct proto_req *r);
+/* ... and a receive whose CTS could not be delivered is failed once it has
+ * waited PROTO_CTS_FAIL_GRACE_NS for messages sent before. */
+void proto_cts_check_failed(struct proto_recv_req *q);
+/* The sender: a CTS (or a ping: they share one pool) for a send comm of ep's
+ * domain, into the comm's table (ofi_rx_handler_fn; CQ lock held). */
+void proto_cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag);
+
 /* ---- the data path (proto_data.c) ---- */
 
 /* First failure (a negative -FI_* code) wins; later ones keep their WARN
