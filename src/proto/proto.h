@@ -367,11 +367,16 @@ void proto_req_reset(struct proto_req *r, int n);
 /* Every operation a comm hands libfabric goes through these, so that
  * comm->pending counts exactly what is posted. */
 void proto_op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index);
-/* Before the post call, on the endpoint it posts to: a completion may arrive
- * on another thread before that call returns. */
-void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep);
-/* The post call failed: undoes proto_op_will_post. */
-void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op);
+/* Every post, in the same steps. Before the post call, on the endpoint it
+ * posts to (a completion may arrive on another thread before that call
+ * returns): the operation counts as posted in the comm, holds the
+ * registration hold (NULL: none) and, with bulk, its endpoint's bulk count
+ * (ofi_ep_bulk_begin) ... */
+void proto_op_post_begin(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep,
+			 struct ofi_mr *hold, bool bulk);
+/* ... and after it, with its result rc: a failure undoes all of that.
+ * Returns rc. */
+ssize_t proto_op_post_end(struct proto_comm *c, struct ofi_op *op, ssize_t rc);
 /* Last action of every completion callback: after it the comm may be freed. */
 void proto_op_done(struct proto_comm *c, struct ofi_op *op);
 /* ... of a data operation's, in this order: the completion is a sign of

@@ -128,17 +128,36 @@ void proto_op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int in
 	atomic_init(&op->posted, 0);
 }
 
-void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep)
+static void op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep)
 {
 	op->ep = ep;
 	atomic_store(&op->posted, 1);
 	atomic_fetch_add(&c->pending, 1);
 }
 
-void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op)
+static void op_not_posted(struct proto_comm *c, struct ofi_op *op)
 {
 	atomic_store(&op->posted, 0);
 	atomic_fetch_sub(&c->pending, 1);
+}
+
+void proto_op_post_begin(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep,
+			 struct ofi_mr *hold, bool bulk)
+{
+	op_will_post(c, op, ep);
+	ofi_op_hold(op, hold);
+	if (bulk)
+		ofi_ep_bulk_begin(op);
+}
+
+ssize_t proto_op_post_end(struct proto_comm *c, struct ofi_op *op, ssize_t rc)
+{
+	if (rc) {
+		ofi_ep_bulk_end(op);
+		ofi_op_release(op);
+		op_not_posted(c, op);
+	}
+	return rc;
 }
 
 void proto_op_done(struct proto_comm *c, struct ofi_op *op)

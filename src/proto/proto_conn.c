@@ -508,11 +508,10 @@ static int send_advance(struct proto_send *s)
 	if (!s->out_posted) {
 		if (!s->out_ns)
 			s->out_ns = util_now_ns(); /* the answer's bound counts from the first try */
-		proto_op_will_post(&s->c, &s->out_op, ep); /* the handshake takes rail 0 */
+		proto_op_post_begin(&s->c, &s->out_op, ep, NULL, false); /* the handshake takes rail 0 */
 		rc = ofi_ep_send(ep, &s->out, sizeof(s->out), proto_ctrl_desc(&s->c), s->peer[0],
 				 &s->out_op.ctx);
-		if (rc) {
-			proto_op_not_posted(&s->c, &s->out_op);
+		if (proto_op_post_end(&s->c, &s->out_op, rc)) {
 			if (rc != -FI_EAGAIN) {
 				LOG_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
 					 s->peer_text, ofi_strerror((int)rc));
@@ -688,13 +687,11 @@ static void recv_ack_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 
 static int recv_post_ack(struct proto_recv *r)
 {
-	proto_op_will_post(&r->c, &r->ack_op, r->c.ep); /* the handshake takes rail 0 */
+	proto_op_post_begin(&r->c, &r->ack_op, r->c.ep, NULL, false); /* the handshake takes rail 0 */
 	ssize_t rc = ofi_ep_send(r->c.ep, &r->ack, sizeof(r->ack), proto_ctrl_desc(&r->c),
 				 r->peer[0], &r->ack_op.ctx);
-	if (rc) {
-		proto_op_not_posted(&r->c, &r->ack_op);
+	if (proto_op_post_end(&r->c, &r->ack_op, rc))
 		return (int)rc;
-	}
 	r->ack_posted = true;
 	return 0;
 }

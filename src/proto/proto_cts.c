@@ -109,13 +109,12 @@ int proto_cts_send(struct proto_recv_req *q)
 			return 0;
 	}
 	int rail = c->home;
-	proto_op_will_post(c, &q->cts_op, c->rails[rail]);
+	proto_op_post_begin(c, &q->cts_op, c->rails[rail], NULL, false);
 	q->cts.route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id);
 	ssize_t rc = ofi_ep_send(q->cts_op.ep, &q->cts,
 			     offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
 			     proto_ctrl_desc(c), r->peer[rail], &q->cts_op.ctx);
-	if (rc) {
-		proto_op_not_posted(c, &q->cts_op);
+	if (proto_op_post_end(c, &q->cts_op, rc)) {
 		if (q->cts_due_ns)
 			atomic_store(&q->cts_lazy, 1); /* (due: the next call posts it) */
 		return (int)rc;

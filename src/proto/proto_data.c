@@ -121,15 +121,11 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 			atomic_fetch_sub(&s->writing, 1);
 			return -FI_ECONNRESET;
 		}
-		proto_op_will_post(c, op, c->rails[rail]);
-		ofi_op_hold(op, q->mr);
-		ofi_ep_bulk_begin(op);
-		ssize_t rc = ofi_ep_writedata(op->ep, (const char *)q->data + off, len, desc, imm,
-					      s->peer[rail], q->cts.addr + off, q->cts.key, &op->ctx);
+		proto_op_post_begin(c, op, c->rails[rail], q->mr, true);
+		ssize_t rc = proto_op_post_end(
+			c, op, ofi_ep_writedata(op->ep, (const char *)q->data + off, len, desc, imm,
+						s->peer[rail], q->cts.addr + off, q->cts.key, &op->ctx));
 		if (rc) {
-			ofi_ep_bulk_end(op);
-			ofi_op_release(op);
-			proto_op_not_posted(c, op);
 			atomic_fetch_sub(&s->writing, 1);
 			return rc;
 		}
@@ -182,10 +178,8 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		}
 		return rc;
 	}
-	proto_op_will_post(c, op, c->rails[rail]);
-	ofi_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
-	if (q->how == PROTO_SEND_TAGGED)
-		ofi_ep_bulk_begin(op);
+	proto_op_post_begin(c, op, c->rails[rail], q->how == PROTO_SEND_ABORT ? NULL : mr,
+			    q->how == PROTO_SEND_TAGGED);
 	ssize_t rc;
 	if (q->how == PROTO_SEND_ABORT && c->dev->writes_only) {
 		/* no tags: a control word names the buffer instead */
@@ -202,12 +196,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 				  wire | c->dev->layout.abort_bit, &op->ctx);
 	else
 		rc = ofi_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
-	if (rc) {
-		ofi_ep_bulk_end(op);
-		ofi_op_release(op);
-		proto_op_not_posted(c, op);
-	}
-	return rc;
+	return proto_op_post_end(c, op, rc);
 }
 
 /* How many pieces an RMA write of size bytes is cut into: one per rail, each
@@ -569,25 +558,20 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
 		struct ofi_op *op = &q->ops[i];
-		proto_op_will_post(c, op, c->rails[c->home]);
 		struct ofi_buf *b = q->bounce[i];
 		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[c->home];
-		ofi_op_hold(op, b ? NULL : mr);
-		if (q->posted[i] > c->dev->eager_max)
-			ofi_ep_bulk_begin(op); /* a large message may come */
+		/* (bulk: a large message may come) */
+		proto_op_post_begin(c, op, c->rails[c->home], b ? NULL : mr,
+				    q->posted[i] > c->dev->eager_max);
 		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
 				 ofi_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
 					      src, q->wire[i], ignore, &op->ctx);
-		if (rc) {
-			ofi_ep_bulk_end(op);
-			ofi_op_release(op);
-			proto_op_not_posted(c, op);
+		if (proto_op_post_end(c, op, rc))
 			return (int)rc;
-		}
 		q->h.nposted++;
 	}
 	if (!q->cts_sent) {
@@ -868,14 +852,12 @@ static int flush_post(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct ofi_domain *dom = c->dev->dom;
-	proto_op_will_post(c, &q->ops[0], c->ep); /* flushes read on rail 0 */
+	proto_op_post_begin(c, &q->ops[0], c->ep, NULL, false); /* flushes read on rail 0 */
 	ssize_t rc = ofi_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
 			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
-	if (rc) {
-		proto_op_not_posted(c, &q->ops[0]);
+	if (proto_op_post_end(c, &q->ops[0], rc))
 		return (int)rc;
-	}
 	q->h.nposted = 1;
 	return 0;
 }
