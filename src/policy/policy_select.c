@@ -484,8 +484,9 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 			struct policy_traits t = cand_traits(c, fi_version);
 			if (!names.ninc && default_rank(&t, have_preferred))
 				snprintf(c->reason, sizeof(c->reason),
-					 "usable, but %s is preferred by default (measured faster); "
-					 "NCCL_FABRIC_PROVIDER=\"%s\" selects it", sel->provider, prov);
+					 "usable, but %s is preferred by default (NCCL's collectives run "
+					 "faster over it); NCCL_FABRIC_PROVIDER=\"%s\" selects it",
+					 sel->provider, prov);
 			else
 				snprintf(c->reason, sizeof(c->reason), "usable, but provider %s comes first",
 					 sel->provider);
