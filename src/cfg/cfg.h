@@ -99,8 +99,8 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	  "NCCL's tuner plugin from this library (ncclTunerPlugin_v6/v5, used when "            \
 	  "NCCL_TUNER_PLUGIN names no other tuner). on: for collectives of 4 MiB and more "     \
 	  "across nodes, Ring/Simple where NCCL's model rates it within 1.5x of its own pick; " \
-	  "each choice logged once at INFO. off (the default: measured no faster, and slower " \
-	  "at 8 ranks): NCCL's choices unchanged.")
+	  "each choice logged once at INFO. off (the default: NCCL's own choices are at "      \
+	  "least as fast; docs/tuner.md): NCCL's choices unchanged.")
 
 enum cfg_id {
 #define CFG_ID(id, type, def, min, max, names, help) CFG_##id,

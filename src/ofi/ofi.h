@@ -434,6 +434,24 @@ int ofi_ep_open(struct ofi_domain *dom, int index, struct ofi_ep **out);
 /* Stops its progress thread and closes the endpoint; no completion is
  * delivered after this. */
 void ofi_ep_close(struct ofi_ep *ep);
+/* A peer that left a close waiting in vain for its answer is probably gone:
+ * later closes to it do not wait again. Any answer from it clears the mark. */
+void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent);
+bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer);
+/* Reads up to cq_batch completions and dispatches them. Returns the number read
+ * (0 when another thread is already reading) or a negative error. */
+int ofi_ep_progress(struct ofi_ep *ep);
+/* Inserts a peer address (or finds it). The bytes come from another process:
+ * they are checked for the domain's address format first (-FI_EINVAL, with a
+ * WARN naming the reason, when they cannot be an address of it). */
+int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out);
+/* Whether a resolved peer's process is known to have exited (shm only: its
+ * process was checked at insertion). Posting to such a peer may hang in the
+ * provider; tcp and others learn of a dead peer from their own errors. */
+bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer);
+
+/* ---- progress thread (ofi_thread.c) ---- */
+
 /* A thread that reads the endpoint's completions. busy: all the time, so
  * rails move data in parallel. Otherwise only when no other thread has for
  * OFI_EP_IDLE_NS: control messages (pings) are answered and a closed
@@ -461,21 +479,6 @@ static inline void ofi_ep_bulk_end(struct ofi_op *op)
 		ofi_ep_bulk_drop(op->ep);
 	}
 }
-/* A peer that left a close waiting in vain for its answer is probably gone:
- * later closes to it do not wait again. Any answer from it clears the mark. */
-void ofi_ep_peer_set_silent(struct ofi_ep *ep, fi_addr_t peer, bool silent);
-bool ofi_ep_peer_silent(struct ofi_ep *ep, fi_addr_t peer);
-/* Reads up to cq_batch completions and dispatches them. Returns the number read
- * (0 when another thread is already reading) or a negative error. */
-int ofi_ep_progress(struct ofi_ep *ep);
-/* Inserts a peer address (or finds it). The bytes come from another process:
- * they are checked for the domain's address format first (-FI_EINVAL, with a
- * WARN naming the reason, when they cannot be an address of it). */
-int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *out);
-/* Whether a resolved peer's process is known to have exited (shm only: its
- * process was checked at insertion). Posting to such a peer may hang in the
- * provider; tcp and others learn of a dead peer from their own errors. */
-bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer);
 
 /* ---- a peer's TCP connections, reset by the kernel (ofi_sock.c) ---- */
 
@@ -524,6 +527,8 @@ int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms
 int ofi_addr_check(uint32_t addr_format, const void *addr, size_t len, char *why, size_t why_len);
 const char *ofi_addr_format_name(uint32_t addr_format);
 
+/* ---- control receive pools (ofi_pool.c) ---- */
+
 /* Keeps count receives of size bytes posted with (tag, ignore); each message
  * goes to fn and its buffer is re-posted. For control messages addressed to
  * many objects (the tag carries the object's id); at most OFI_EP_MAX_POOLS
@@ -534,6 +539,8 @@ int ofi_ep_rx_pool_start(struct ofi_ep *ep, uint64_t tag, uint64_t ignore, int c
  * OFI_RX_POOL_MAX: the objects it serves grew. */
 #define OFI_RX_POOL_MAX 16384
 int ofi_ep_rx_pool_reserve(struct ofi_ep *ep, int index, int total);
+
+/* ---- drain of unexpected messages (ofi_drain.c) ---- */
 
 /* Drain: a data message that matches no posted receive stays in the provider
  * as an unexpected message until a receive takes it. One that no receive

@@ -7,6 +7,12 @@
  * reasons in words. Nothing here opens a fabric, reads the environment or logs:
  * discovery (ofi/) gathers the inputs, core/ logs the decision, and the tools
  * print the same reasons. tests/unit/test_policy.c runs it over synthetic lists.
+ *
+ * One file per decision, this header for all of them: policy_select.c (the
+ * discovery plan, the provider and its devices), policy_hmem.c (GPU memory),
+ * policy_rma.c (NCCL's RMA plugin), policy_rails.c, policy_path.c (how large
+ * messages move), policy_eager.c (the eager limit); each provider's quirks are
+ * policy_traits.c's.
  */
 #ifndef POLICY_H
 #define POLICY_H
@@ -38,7 +44,7 @@
 	(FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |   \
 	 FI_MR_HMEM)
 
-/* ---- discovery plan ---- */
+/* ---- discovery plan (policy_select.c) ---- */
 
 struct policy_attempt_plan {
 	bool hmem;   /* FI_HMEM in caps, FI_MR_HMEM in mr_mode */
@@ -65,7 +71,7 @@ struct policy_attempt_plan {
 int policy_plan(const struct cfg_values *cfg, uint32_t fi_version,
 		    struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS]);
 
-/* ---- provider and device selection ---- */
+/* ---- provider and device selection (policy_select.c) ---- */
 
 struct policy_attempt_result {
 	struct policy_attempt_plan plan;
@@ -118,7 +124,7 @@ int policy_select(const struct policy_attempt_result *attempts, int nattempts,
 unsigned policy_tag_bits(uint64_t mem_tag_format);
 #define POLICY_MIN_TAG_BITS 48
 
-/* ---- GPU-memory decision ---- */
+/* ---- GPU-memory decision (policy_hmem.c) ---- */
 
 /* What the probe endpoint answered (filled by ofi/, an input here). */
 struct policy_probe {
@@ -190,7 +196,7 @@ void policy_hmem(const struct policy_selection *sel, const struct policy_probe *
 const char *policy_cuda_answer(int rc, uint32_t fi_version);
 const char *policy_verdict_name(enum policy_hmem_verdict v);
 
-/* ---- NCCL's RMA plugin (device-initiated networking) ---- */
+/* ---- NCCL's RMA plugin, device-initiated networking (policy_rma.c) ---- */
 
 /* How a strong signal is kept behind the put it follows. */
 enum policy_rma_order {
@@ -226,6 +232,8 @@ void policy_rma(int mode, const char *provider, const struct policy_rma_caps *ca
 		const struct policy_hmem_decision *hmem, struct policy_rma_decision *out);
 const char *policy_rma_order_name(enum policy_rma_order o);
 
+/* ---- rails (policy_rails.c) ---- */
+
 /* Rails (endpoints per device) and progress threads. Pure: the CPUs, the
  * processes sharing them and the settings in; a choice and its reason out. */
 #define POLICY_AUTO_RAILS_MAX 4
@@ -242,6 +250,8 @@ struct policy_rails_choice {
 	char reason[POLICY_REASON_LEN];
 };
 void policy_rails(const struct policy_rails_input *in, struct policy_rails_choice *out);
+
+/* ---- the data path (policy_path.c; policy_writes_fit: policy_select.c) ---- */
 
 /* How messages above the eager limit move. Pure: the setting and the
  * provider's entry in; the choice and its reason out. RMA writes into the
@@ -264,12 +274,16 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 		      const char *provider, const struct fi_info *info, const char *cxi_writedata,
 		      struct policy_data_path *out);
 
+/* ---- the eager limit (policy_eager.c) ---- */
+
 /* The eager limit: messages up to it are sent without waiting for the
  * receiver. auto (cfg_eager < 0): what the provider completes on its own
  * (traits->eager_default), so an eager send never holds NCCL's buffer until
  * a receive is posted. */
 size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
 		    size_t reason_len);
+
+/* ---- provider names (policy_select.c) ---- */
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by
  * its full name ("tcp;ofi_rxm", "tcp"), in any case. An item that is no listed

@@ -5,52 +5,43 @@
  *
  * "trait" rows are answered by policy_traits_for() below and read where they
  * matter; "all" rows are handled the same way for every provider (where the
- * last column says), so they need no trait, and are listed so that a reader
- * finds every quirk here. Versions are the libfabric versions it was seen on
- * (1.17: Debian 12's; 2.1: the 2.x builds the tests run on).
+ * notes say), so they need no trait, and are listed so that a reader finds
+ * every quirk here. Versions are the libfabric versions it holds for (1.17:
+ * Debian 12's; 2.1: the 2.x builds the tests run on). What showed each quirk
+ * is in docs/providers.md ("What showed each quirk").
  *
  * quirk            providers           libfabric       kind   test
  * ---------------  ------------------  --------------  -----  ------------------------------
- * serialize        shm                 seen on 1.17,   trait  func.check.shm.full (threads:
- *                                      kept on all            about 1 run in 100 lost a
- *                                                             message); func.hmem.check.*
+ * serialize        shm                 1.17; kept on   trait  func.check.shm.full;
+ *                                      all                    func.hmem.check.*
  * stream           tcp;ofi_rxm, tcp,   all             trait  unit.traits; func.check.tcp.full
- *                  sockets                                    (send-larger/lazy-cts)
+ *                  sockets                                    (send-larger, lazy-cts)
  * eager default    all (inject size)   all             trait  unit.traits; unit.policy
  *                                                             (test_datapath_defaults)
  * split domains    native tcp; split   2.1             trait  unit.traits; func.check.tcp.rails
- *                  wherever the entry                         (split rails carry the data; the
- *                  allows                                     lock shows only in throughput)
+ *                  wherever the entry
+ *                  allows
  * ranking          native tcp before   2.1 (1.17 has   trait  unit.traits; unit.policy
  *                  tcp;ofi_rxm         no native tcp)         (test_select_native_tcp_names)
  * unbound close    tcp;ofi_rxm         before 2.1      trait  unit.traits; func.real.answers
- *                                      (seen on 1.17)         (nccl-fabric-info probes it)
  * shm region       shm                 1.17, 2.1       trait  unit.traits; func.forged_handle.shm
- *                                                             (test_shm_regions: crashed in
- *                                                             fi_av_insert on 1.17);
+ *                                                             (test_shm_regions);
  *                                                             func.check.shm.faults
- * host entry       shm, sm2            1.17, 2.1       all    unit.traits (the eager default
- *                                                             of each entry)
+ * host entry       shm, sm2            1.17, 2.1       all    unit.traits
  * getopt before    shm, sm2            2.1             all    func.real.answers; func.hmem.*
  *   enable
- * EAGAIN for a     tcp;ofi_rxm         1.17            all    func.check.tcp.faults on 1.17
- *   dead peer                                                 (peer-death, link-cut cases)
+ * EAGAIN for a     tcp;ofi_rxm         1.17            all    func.check.tcp.faults
+ *   dead peer                                                 (peer-death, link-cut)
  * CQ error sign    shm                 1.17 (2.1 is    all    func.check.shm.full
- *                                      positive)              (send-larger cases)
- * remote write     shm                 2.1             all    func.check.shm.rma on 2.1
- * no RMA writes   tcp;ofi_rxm         1.17, 2.1       trait  unit.traits; func.check.tcp.rails
- *   by default                                                .faults on 1.17 (close-reconnect:
- *                                                             a write never completed while
- *                                                             both ends progressed; its close
- *                                                             gave up); func.check.rxm.faults
- *                                                             on 2.1 (peer-death/mid-recv:
- *                                                             the receiver crashed in
- *                                                             rxm_handle_comp_error)
- * one rail (auto)  all but native tcp  all             trait  unit.traits; the GPU run of
- *                  and sockets                                2026-12-03 (rxm with 4 rails:
- *                                                             all_reduce 128 KiB 0.9-2.2 ms
- *                                                             at 2 ranks, 0.2-0.3 ms with 1)
+ *                                      positive)              (send-larger)
+ * remote write     shm                 2.1             all    func.check.shm.rma
  *   flags
+ * no RMA writes    tcp;ofi_rxm         1.17, 2.1       trait  unit.traits; func.check.tcp.rails
+ *   by default                                                .faults (close-reconnect);
+ *                                                             func.check.rxm.faults
+ *                                                             (peer-death, mid-recv)
+ * one rail (auto)  all but native tcp  all             trait  unit.traits
+ *                  and sockets
  * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
  *                                                             func.check.shm.full
  * template entry   tcp (native)        2.1             all    unit.policy (test_select_template)
@@ -59,27 +50,22 @@
  * early CTS lost   shm                 1.17            all    func.check.shm.full
  *                                                             (many-comms/320)
  * unmatched data   shm (SAR buffers)   1.17            all    func.check.shm.full
- *   held forever                                              (close-inflight cases)
+ *   held forever                                              (close-inflight)
  * drain            tcp;ofi_rxm (any    1.17, 2.1       trait  func.hostile.{tcp,rxm};
  *                  core), native tcp                          func.check.*.close-reconnect
  *                  (not shm)
  * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
- *   follow a       core)               (seen on 1.17)         .{tcp,rxm}.abrupt (crashed the
- *   closed conn.                                              victim in 6 of 6 runs)
+ *   follow a       core)                                      .{tcp,rxm}.abrupt
+ *   closed conn.
  * stale            tcp;ofi_rxm (any    1.17            trait  unit.traits; func.check.tcp.faults
- *   connection     core)                                      on 1.17 (peer-stall/close: the
- *                                                             first connect after the reset
- *                                                             failed, under load)
+ *   connection     core)                                      (peer-stall/close)
  * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  unit.sock; func.check.{tcp,rxm}
- *   teardown       (tcp_sockets)                              .faults (peer-stall/close: the
- *                                                             resumed receiver crashed, or the
- *                                                             two processes could not connect
- *                                                             again)
+ *   teardown       (tcp_sockets)                              .faults (peer-stall/close)
  *
  * serialize: shm loses messages when one thread posts while another reads
  *   the same endpoint's completions, though it claims FI_THREAD_SAFE; NCCL's
  *   one-process, many-GPU mode does exactly that. Its endpoints take the CQ
- *   lock around every post (ofi_ep_enter). Not shown fixed on 2.x, so kept.
+ *   lock around every post (ofi_ep_enter). Kept on 2.x until shown fixed.
  * stream: a byte-stream provider (core provider tcp or sockets, layered or
  *   not) takes any message into its stream without the receiver, so its
  *   eager limit defaults to POLICY_STREAM_EAGER.
@@ -95,8 +81,8 @@
  *   plugin picks registration keys, so each rail's domain registers a
  *   buffer under the same key).
  * ranking: without NCCL_FABRIC_PROVIDER, native tcp is preferred to
- *   tcp;ofi_rxm wherever both are usable: it moved NCCL's collectives faster
- *   through the plugin, whatever order libfabric lists them in.
+ *   tcp;ofi_rxm wherever both are usable, whatever order libfabric lists
+ *   them in: NCCL's collectives run faster over it.
  * unbound close: tcp;ofi_rxm of 1.17 crashes in fi_close of an endpoint
  *   with no CQ or AV bound; 2.1 does not (versions between are taken to
  *   crash). Every endpoint the plugin opens, the probe's included, is bound
@@ -123,6 +109,13 @@
  * remote write flags: shm of 2.x flags a peer's RMA write with CQ data
  *   FI_RMA|FI_REMOTE_CQ_DATA only, without FI_REMOTE_WRITE; ofi_ep_progress
  *   takes a completion without context and with CQ data as one.
+ * no RMA writes by default: over tcp;ofi_rxm an RMA write to a receiver that
+ *   closes may never complete (1.x), and a receiver whose sender dies during
+ *   a write crashes in rxm_handle_comp_error (2.x): messages above the eager
+ *   limit go as tagged sends unless NCCL_FABRIC_RMA=1.
+ * one rail (auto): several rails pay where the host CPU moves the bytes,
+ *   each rail with a core of its own; under rxm, several endpoints per
+ *   process make mid-size messages wait for each other's progress.
  * no FI_LOCAL_COMM: shm of 1.17 answers nothing when FI_LOCAL_COMM is asked
  *   for; the single-host pass asks for no locality bit (policy_plan).
  * template entry: libfabric 2.x lists native tcp bare (no address, its name
@@ -136,15 +129,14 @@
  * unmatched data held forever: a provider keeps a message no receive
  *   matches in its own buffers (shm's SAR buffers then starve later
  *   transfers); a receive comm closing with announced buffers drains them
- *   into a scratch buffer (proto_conn.c).
+ *   into a scratch buffer (proto_close.c).
  * drain: unexpected data nobody will take holds the provider for good
  *   (native tcp 2.1 stops reading the peer's socket after 64; tcp;ofi_rxm
  *   keeps the connection's buffers and credits). Where the provider
  *   implements FI_PEEK, each endpoint finds such messages and takes them with
  *   an ordinary receive (ofi_ep_drain_start). shm of 1.17 ignores FI_PEEK
  *   (a peek would post an ordinary receive and swallow a message); shm of
- *   2.1 is left out too: its hostile test hung while draining (and without,
- *   intermittently; not understood).
+ *   2.1 is left out too: its drain is not trusted (docs/providers.md).
  * large messages follow a closed connection: rxm of 1.17 sends a message
  *   above its buffer (FI_OFI_RXM_BUFFER_SIZE, 16 KiB by default) by
  *   rendezvous (over tcp: the receiver reads it from the sender) or in
@@ -162,17 +154,16 @@
  * stale connection: rxm keeps its connection to a peer that reset it until
  *   it reads the reset; a send meanwhile fails with FI_ENOTCONN ("Broken
  *   pipe") and the next one connects again. A connection request that fails
- *   so is posted again (within the answer bound). Not on native tcp: there a
- *   request posted again after such a failure made close-reconnect fail.
+ *   so is posted again (within the answer bound). Not on native tcp, where
+ *   posting it again breaks the reconnect.
  * no per-peer teardown: nothing withdraws a send or RMA write started to one
  *   peer (fi_cancel does not; fi_av_remove keeps native tcp's connection,
  *   and rxm's only with FI_AV_REMOVE_CLEANUP, which frees connections that
  *   unexpected packets point at). A close whose peer stopped taking data
- *   returned with the provider holding NCCL's buffer; once NCCL freed it the
- *   provider failed the write with EFAULT part way through its message and
- *   went on with the next one, so the stream went out of step. Over TCP
- *   sockets the kernel resets the connection instead, or it is shut down
- *   (ofi/ofi_sock.c).
+ *   would return with the provider still holding NCCL's buffer, which NCCL
+ *   then frees: the write fails part way through its message and the stream
+ *   goes out of step. Over TCP sockets the kernel resets the connection
+ *   instead, or it is shut down (ofi/ofi_sock.c).
  */
 #include "policy/policy_traits.h"
 
@@ -208,13 +199,14 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	int mr_mode = info && info->domain_attr ? info->domain_attr->mr_mode : 0;
 	out->split_domains = !(mr_mode & (FI_MR_LOCAL | FI_MR_ENDPOINT));
 	out->preferred = name_is(prov, "tcp");
-	out->preferred_why = out->preferred ? "native tcp, preferred to tcp;ofi_rxm: measured faster" : "";
+	out->preferred_why = out->preferred ?
+				     "native tcp, preferred to tcp;ofi_rxm: NCCL's collectives run faster over it" :
+				     "";
 	out->yields = name_is(prov, "tcp;ofi_rxm");
 	out->close_unbound_crashes = name_is(prov, "tcp;ofi_rxm") && fi_version < FI_VERSION(2, 1);
 	out->shm_region = name_is(prov, "shm");
 	/* rxm (any core) and native tcp implement FI_PEEK; shm of 1.17 ignores
-	 * it (a peek would swallow a message) and 2.1's stalled the stream of
-	 * test_hostile while draining */
+	 * it (a peek would swallow a message), and 2.1's drain is not trusted */
 	size_t n = strlen(prov), rxm = strlen(";ofi_rxm");
 	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
 	out->drain = (is_rxm || name_is(prov, "tcp")) && info && (info->caps & FI_TAGGED);

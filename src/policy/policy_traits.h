@@ -53,7 +53,7 @@ struct policy_traits {
 	 * one (rendezvous or segments) is taken through the sender's
 	 * connection, and where that connection has closed meanwhile, the
 	 * provider touches freed memory. The drain discards such messages
-	 * unread (ofi_ep.c), and the eager limit's default is held to it, so
+	 * unread (ofi_drain.c), and the eager limit's default is held to it, so
 	 * that no message the plugin sends before its receive is posted is of
 	 * that kind. */
 	size_t whole_max;

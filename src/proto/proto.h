@@ -66,7 +66,7 @@
 #define PROTO_RESET_TIMEOUT_MS 1000u
 #define PROTO_RESET_WAIT_NS (4ULL * 1000000000ULL)
 /* ... and only when the peer showed no sign of life for this long (a peer
- * that is alive, closing too, is never reset: proto_comm.c, comm_may_reset). */
+ * that is alive, closing too, is never reset: proto_close.c, comm_may_reset). */
 #define PROTO_CLOSE_QUIET_NS (3ULL * 1000000000ULL)
 /* How long a CONNECT may go unanswered (no HELD, ACCEPT or REJECT) before
  * connect fails: the listener's endpoint answers within its idle-read
@@ -341,8 +341,6 @@ int proto_comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct prot
 void proto_comm_free(struct proto_comm *c);
 /* Finds a comm from a pointer NCCL handed back; NULL when it is not one of ours. */
 struct proto_comm *proto_comm_from(void *p, enum proto_comm_kind kind);
-/* Releases a comm whose pending count is zero, or turns it into a zombie. */
-void proto_comm_retire(struct proto_comm *c);
 /* Takes (releases) the CQ locks of every rail of the comm: no completion of
  * its operations runs meanwhile. */
 void proto_comm_lock_rails(struct proto_comm *c);
@@ -369,11 +367,16 @@ void proto_req_reset(struct proto_req *r, int n);
 /* Every operation a comm hands libfabric goes through these, so that
  * comm->pending counts exactly what is posted. */
 void proto_op_init(struct ofi_op *op, ofi_op_complete_fn fn, void *owner, int index);
-/* Before the post call, on the endpoint it posts to: a completion may arrive
- * on another thread before that call returns. */
-void proto_op_will_post(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep);
-/* The post call failed: undoes proto_op_will_post. */
-void proto_op_not_posted(struct proto_comm *c, struct ofi_op *op);
+/* Every post, in the same steps. Before the post call, on the endpoint it
+ * posts to (a completion may arrive on another thread before that call
+ * returns): the operation counts as posted in the comm, holds the
+ * registration hold (NULL: none) and, with bulk, its endpoint's bulk count
+ * (ofi_ep_bulk_begin) ... */
+void proto_op_post_begin(struct proto_comm *c, struct ofi_op *op, struct ofi_ep *ep,
+			 struct ofi_mr *hold, bool bulk);
+/* ... and after it, with its result rc: a failure undoes all of that.
+ * Returns rc. */
+ssize_t proto_op_post_end(struct proto_comm *c, struct ofi_op *op, ssize_t rc);
 /* Last action of every completion callback: after it the comm may be freed. */
 void proto_op_done(struct proto_comm *c, struct ofi_op *op);
 /* ... of a data operation's, in this order: the completion is a sign of
@@ -411,6 +414,17 @@ void proto_comm_counts(int *live, int *peak, long *total);
 /* A new plugin context counts from the connections still open. */
 void proto_comm_counts_reset(void);
 
+/* ---- a comm's close (proto_close.c) ---- */
+
+/* Closes a comm: waits (bounded) for what its peer still has to take or
+ * write, cancels its operations, and releases it when its pending count is
+ * zero, or turns it into a zombie. */
+void proto_comm_retire(struct proto_comm *c);
+/* The latest sign of life of c's peer on c or any other open comm of this
+ * endpoint to the same peer; *others (if given): how many such comms there
+ * are. Walks the domain's registry: for rare decisions, not the data path. */
+uint64_t proto_peer_last_ns(struct proto_comm *c, int *others);
+
 /* ---- liveness (proto_live.c) ---- */
 
 /* The comm's ping, pong and goodbye operations, and its first sign of life. */
@@ -440,10 +454,6 @@ int proto_comm_alive(struct proto_comm *c);
  * comm dead; returns its FI_* error, or 0. */
 int proto_comm_exited(struct proto_comm *c);
 #define PROTO_EXIT_CHECK_NS 10000000ULL
-/* The latest sign of life of c's peer on c or any other open comm of this
- * endpoint to the same peer; *others (if given): how many such comms there
- * are. Walks the domain's registry: for rare decisions, not the data path. */
-uint64_t proto_peer_last_ns(struct proto_comm *c, int *others);
 
 /* What the operations of a comm whose peer is gone fail with (dead: the FI_*
  * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings
@@ -463,6 +473,30 @@ int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep);
 /* Prints a peer address for messages. */
 void proto_addr_text(const struct fi_info *info, const void *addr, size_t len, char *buf,
 		     size_t buf_len);
+
+/* ---- the clear-to-send (proto_cts.c) ---- */
+
+/* The receiver, at irecv: starts the receive's CTS for n buffers ... */
+void proto_cts_init(struct proto_recv_req *q, int n);
+/* ... announces buffer i (its size, tag and sequence number seq; with rma,
+ * where it can take the message as an RMA write, its address and key) ... */
+void proto_cts_announce(struct proto_recv_req *q, int i, uint32_t seq, bool rma);
+/* ... and makes the CTS lazy (PROTO_LAZY_CTS_NS) when every buffer takes any
+ * eager message whole. */
+void proto_cts_lazy(struct proto_recv_req *q);
+/* Posts the receive's CTS on the comm's home rail, a lazy one only once it is
+ * due. Returns 0 (posted, or lazy and not due: q->cts_sent says which),
+ * -FI_EAGAIN or an error. */
+int proto_cts_send(struct proto_recv_req *q);
+/* test(): a lazy CTS neither posted nor due once every buffer is full is
+ * skipped (counted done) ... */
+void proto_cts_skip_lazy(struct proto_req *r);
+/* ... and a receive whose CTS could not be delivered is failed once it has
+ * waited PROTO_CTS_FAIL_GRACE_NS for messages sent before. */
+void proto_cts_check_failed(struct proto_recv_req *q);
+/* The sender: a CTS (or a ping: they share one pool) for a send comm of ep's
+ * domain, into the comm's table (ofi_rx_handler_fn; CQ lock held). */
+void proto_cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag);
 
 /* ---- the data path (proto_data.c) ---- */
 

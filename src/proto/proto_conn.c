@@ -348,69 +348,6 @@ static void accept_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t
 			 "(%zu bytes, id %u)", dom->name, len, id);
 }
 
-/* ---- CTS: receives announced by the peer ---- */
-
-/* One pool per rail receives every CTS; the tag carries the send comm's id.
- * Runs under that rail's CQ lock. The entries come from another process:
- * each is checked, and one for a message already sent eagerly is dropped. */
-static void cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag)
-{
-	const struct proto_cts *m = msg;
-	uint32_t id = (uint32_t)tag;
-	struct ofi_domain *dom = ep->dom;
-	struct proto_device *dev = arg;
-	if (((tag >> dev->layout.kind_shift) & 3) == PROTO_CTRL_PING) {
-		proto_ping_handler(ep, msg, len, id);
-		return;
-	}
-	pthread_mutex_lock(&dom->id_lock);
-	struct proto_send *s = ofi_domain_lookup_locked(dom, id);
-	if (!s || s->c.magic != PROTO_COMM_MAGIC || s->c.kind != PROTO_SEND) {
-		/* the connection closed meanwhile: nothing waits for it */
-		pthread_mutex_unlock(&dom->id_lock);
-		return;
-	}
-	const struct proto_tag_layout *lay = &s->c.dev->layout;
-	if (len < offsetof(struct proto_cts, e) || m->count < 1 || m->count > PROTO_CTS_MAX ||
-	    len < offsetof(struct proto_cts, e) + m->count * sizeof(m->e[0]) ||
-	    m->secret != s->c.secret ||
-	    (atomic_load(&s->state) == PROTO_READY && m->conn_id != s->remote_id)) {
-		/* (a CTS may overtake the ACCEPT: before it, the id is not known) */
-		pthread_mutex_unlock(&dom->id_lock);
-		atomic_fetch_add(&ep->dropped, 1);
-		LOG_WARN_LIMITED(NCCL_NET, "connection to %s: dropped a CTS that is malformed or not "
-				 "from its peer (%zu bytes)", s->peer_text, len);
-		return;
-	}
-	uint32_t mask = proto_tag_seq_mask(lay);
-	atomic_store_explicit(&s->c.last_ns, util_coarse_ns(), memory_order_relaxed);
-	LOG_TRACE(NCCL_NET, "CTS from %s on rail %d: %u entries, first tag %d seq %u", s->peer_text,
-		  ep->index, m->count, m->e[0].tag, m->e[0].seq);
-	pthread_mutex_lock(&s->cts_lock);
-	for (uint32_t i = 0; i < m->count; i++) {
-		struct proto_cts_entry e = m->e[i];
-		uint32_t folded = proto_tag_fold(lay, e.tag);
-		e.seq &= mask;
-		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-		if (se && proto_seq_behind(se->seq, e.seq, mask))
-			continue; /* sent eagerly before this CTS arrived */
-		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
-			atomic_fetch_add(&ep->dropped, 1);
-			LOG_WARN_LIMITED(NCCL_NET,
-					 "connection to %s: dropped a CTS entry with flags 0x%x, size %llu",
-					 s->peer_text, e.flags, (unsigned long long)e.size);
-			continue;
-		}
-		if (proto_cts_put(&s->cts, proto_cts_key(folded, e.seq), &e))
-			LOG_WARN_LIMITED(NCCL_NET,
-				 "connection to %s: CTS for tag %d seq %u dropped (table full or "
-				 "duplicate): the peer posted more receives than NCCL allows",
-				 s->peer_text, e.tag, e.seq);
-	}
-	pthread_mutex_unlock(&s->cts_lock);
-	pthread_mutex_unlock(&dom->id_lock);
-}
-
 /* Whether a data message that matched no receive will be taken: it names a
  * receive comm of ours that is open (a connection that has not posted that
  * receive yet). Anything else (a control bit in a tag, a connection that
@@ -457,7 +394,7 @@ int proto_ep_start(struct proto_device *dev, struct ofi_ep *ep)
 	/* (every pool's buffers take the largest control message: any control
 	 * message may land in any of them) */
 	int rc = ofi_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CTS, 0), ignore,
-				      PROTO_CTS_POOL, sizeof(struct proto_msg), cts_handler, dev);
+				      PROTO_CTS_POOL, sizeof(struct proto_msg), proto_cts_handler, dev);
 	/* listen handles carry rail 0's address: connection requests arrive there */
 	if (!rc && ep->index == 0)
 		rc = ofi_ep_rx_pool_start(ep, proto_tag_ctrl(&dev->layout, PROTO_CTRL_CONNECT, 0),
@@ -571,11 +508,10 @@ static int send_advance(struct proto_send *s)
 	if (!s->out_posted) {
 		if (!s->out_ns)
 			s->out_ns = util_now_ns(); /* the answer's bound counts from the first try */
-		proto_op_will_post(&s->c, &s->out_op, ep); /* the handshake takes rail 0 */
+		proto_op_post_begin(&s->c, &s->out_op, ep, NULL, false); /* the handshake takes rail 0 */
 		rc = ofi_ep_send(ep, &s->out, sizeof(s->out), proto_ctrl_desc(&s->c), s->peer[0],
 				 &s->out_op.ctx);
-		if (rc) {
-			proto_op_not_posted(&s->c, &s->out_op);
+		if (proto_op_post_end(&s->c, &s->out_op, rc)) {
 			if (rc != -FI_EAGAIN) {
 				LOG_WARN(NCCL_NET, "connect to %s: sending the connection request failed: %s",
 					 s->peer_text, ofi_strerror((int)rc));
@@ -751,13 +687,11 @@ static void recv_ack_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 
 static int recv_post_ack(struct proto_recv *r)
 {
-	proto_op_will_post(&r->c, &r->ack_op, r->c.ep); /* the handshake takes rail 0 */
+	proto_op_post_begin(&r->c, &r->ack_op, r->c.ep, NULL, false); /* the handshake takes rail 0 */
 	ssize_t rc = ofi_ep_send(r->c.ep, &r->ack, sizeof(r->ack), proto_ctrl_desc(&r->c),
 				 r->peer[0], &r->ack_op.ctx);
-	if (rc) {
-		proto_op_not_posted(&r->c, &r->ack_op);
+	if (proto_op_post_end(&r->c, &r->ack_op, rc))
 		return (int)rc;
-	}
 	r->ack_posted = true;
 	return 0;
 }

@@ -2,7 +2,9 @@
  * proto_cts.h - the sender's table of receives announced by CTS messages,
  * keyed by (folded NCCL tag, sequence number). Open addressing with linear
  * probing and backward-shift deletion; fixed capacity, no allocation. Pure;
- * the send comm's cts_lock guards it.
+ * the send comm's cts_lock guards it. The rest of the CTS's life (built and
+ * sent by the receiver, received by the sender) is in proto_cts.c too,
+ * declared in proto.h.
  */
 #ifndef PROTO_CTS_H
 #define PROTO_CTS_H

@@ -2,7 +2,8 @@
  * proto_data.c - the data path, in the order a transfer meets it: isend,
  * irecv, test, iflush; then memory registration. No allocation and no CUDA
  * call happens here per operation. A comm's requests and the post/undo of
- * its operations are proto_comm.c's (proto.h).
+ * its operations are proto_comm.c's, the CTS's building, sending and
+ * receiving proto_cts.c's (proto.h).
  *
  * A send, top-down: isend takes the message's sequence number for its tag;
  * every message of a connection takes its home rail. A message of at most
@@ -120,15 +121,11 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 			atomic_fetch_sub(&s->writing, 1);
 			return -FI_ECONNRESET;
 		}
-		proto_op_will_post(c, op, c->rails[rail]);
-		ofi_op_hold(op, q->mr);
-		ofi_ep_bulk_begin(op);
-		ssize_t rc = ofi_ep_writedata(op->ep, (const char *)q->data + off, len, desc, imm,
-					      s->peer[rail], q->cts.addr + off, q->cts.key, &op->ctx);
+		proto_op_post_begin(c, op, c->rails[rail], q->mr, true);
+		ssize_t rc = proto_op_post_end(
+			c, op, ofi_ep_writedata(op->ep, (const char *)q->data + off, len, desc, imm,
+						s->peer[rail], q->cts.addr + off, q->cts.key, &op->ctx));
 		if (rc) {
-			ofi_ep_bulk_end(op);
-			ofi_op_release(op);
-			proto_op_not_posted(c, op);
 			atomic_fetch_sub(&s->writing, 1);
 			return rc;
 		}
@@ -181,10 +178,8 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		}
 		return rc;
 	}
-	proto_op_will_post(c, op, c->rails[rail]);
-	ofi_op_hold(op, q->how == PROTO_SEND_ABORT ? NULL : mr);
-	if (q->how == PROTO_SEND_TAGGED)
-		ofi_ep_bulk_begin(op);
+	proto_op_post_begin(c, op, c->rails[rail], q->how == PROTO_SEND_ABORT ? NULL : mr,
+			    q->how == PROTO_SEND_TAGGED);
 	ssize_t rc;
 	if (q->how == PROTO_SEND_ABORT && c->dev->writes_only) {
 		/* no tags: a control word names the buffer instead */
@@ -201,12 +196,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 				  wire | c->dev->layout.abort_bit, &op->ctx);
 	else
 		rc = ofi_ep_tsend(op->ep, data, q->size, desc, s->peer[rail], wire, &op->ctx);
-	if (rc) {
-		ofi_ep_bulk_end(op);
-		ofi_op_release(op);
-		proto_op_not_posted(c, op);
-	}
-	return rc;
+	return proto_op_post_end(c, op, rc);
 }
 
 /* How many pieces an RMA write of size bytes is cut into: one per rail, each
@@ -555,23 +545,6 @@ void proto_recv_release_rails(struct proto_recv_req *q)
 			ofi_ep_bulk_drop(c->rails[k]);
 }
 
-static void recv_cts_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
-			  const struct fi_cq_err_entry *err)
-{
-	struct proto_recv_req *q = op->owner;
-	struct proto_comm *c = q->h.comm;
-	if (err && err->err != FI_ECANCELED) {
-		/* An eager sender may be done and gone before our CTS reaches it:
-		 * then its messages are here, or on their way. test() fails the
-		 * request only if it is still waiting a while later. */
-		q->cts_err = err->err;
-		atomic_store(&q->cts_failed_ns, util_now_ns());
-		LOG_TRACE(NCCL_NET, "receive: the CTS to %s failed: %s",
-			  container_of(c, struct proto_recv, c)->peer_text, fi_strerror(err->err));
-	}
-	proto_op_complete(c, op, &q->h.ncomplete);
-}
-
 /* Posts what is not posted yet: each buffer's tagged receive, then the CTS
  * that announces them, on the comm's home rail. Returns 0
  * (all posted), -FI_EAGAIN, or an error. */
@@ -585,48 +558,26 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
 		struct ofi_op *op = &q->ops[i];
-		proto_op_will_post(c, op, c->rails[c->home]);
 		struct ofi_buf *b = q->bounce[i];
 		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[c->home];
-		ofi_op_hold(op, b ? NULL : mr);
-		if (q->posted[i] > c->dev->eager_max)
-			ofi_ep_bulk_begin(op); /* a large message may come */
+		/* (bulk: a large message may come) */
+		proto_op_post_begin(c, op, c->rails[c->home], b ? NULL : mr,
+				    q->posted[i] > c->dev->eager_max);
 		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
 				 ofi_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
 					      src, q->wire[i], ignore, &op->ctx);
-		if (rc) {
-			ofi_ep_bulk_end(op);
-			ofi_op_release(op);
-			proto_op_not_posted(c, op);
+		if (proto_op_post_end(c, op, rc))
 			return (int)rc;
-		}
 		q->h.nposted++;
 	}
 	if (!q->cts_sent) {
-		if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed)) {
-			/* lazy: not before it is due, and only by the thread that claims it */
-			int lazy = 1;
-			if (util_coarse_ns() < q->cts_due_ns ||
-			    !atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0))
-				return 0;
-		}
-		int rail = c->home;
-		proto_op_will_post(c, &q->cts_op, c->rails[rail]);
-		q->cts.route = proto_tag_ctrl(&c->dev->layout, PROTO_CTRL_CTS, r->reply_id);
-		ssize_t rc = ofi_ep_send(q->cts_op.ep, &q->cts,
-				     offsetof(struct proto_cts, e) + (size_t)q->h.n * sizeof(q->cts.e[0]),
-				     proto_ctrl_desc(c), r->peer[rail], &q->cts_op.ctx);
-		if (rc) {
-			proto_op_not_posted(c, &q->cts_op);
-			if (q->cts_due_ns)
-				atomic_store(&q->cts_lazy, 1); /* (due: the next call posts it) */
-			return (int)rc;
-		}
-		q->cts_sent = true;
+		int rc = proto_cts_send(q);
+		if (rc || !q->cts_sent)
+			return rc;
 		recv_hold_rails(q);
 	}
 	return 0;
@@ -695,7 +646,6 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		return 0;
 	}
 	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-	uint32_t index = (uint32_t)(q - rc_->reqs);
 	bool rma = dev->dom->rma_write;
 	proto_req_reset(r, n);
 	r->nops = n + 1; /* a receive per buffer, and the CTS */
@@ -709,13 +659,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	atomic_store(&q->cancel_due, 0);
 	q->rails_held = false;
 	memset(q->landed, 0, sizeof(q->landed));
-	q->cts.count = (uint32_t)n;
-	q->cts.conn_id = rc_->id;
-	q->cts.secret = c->secret;
-	atomic_store(&q->cts_failed_ns, 0);
-	q->cts_op.complete = recv_cts_done;
-	q->cts_op.owner = q;
-	q->cts_op.index = -1;
+	proto_cts_init(q, n);
 	for (int i = 0; i < n; i++) {
 		uint32_t folded = proto_tag_fold(lay, tags[i]);
 		struct proto_seq_entry *se = proto_seq_get(&rc_->seq, folded);
@@ -745,39 +689,13 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 						 "message larger than this %zu-byte buffer would be cut "
 						 "by the provider", sizes[i]);
 		}
-		struct proto_cts_entry *ce = &q->cts.e[i];
-		memset(ce, 0, sizeof(*ce));
-		ce->tag = tags[i];
-		ce->seq = seq & proto_tag_seq_mask(lay);
-		ce->size = sizes[i];
-		if (rma && mr && (sizes[i] > dev->eager_max || dev->writes_only) &&
-		    sizes[i] <= UINT32_MAX) {
-			/* a large message can land here directly */
-			ce->flags = PROTO_CTS_RMA;
-			ce->key = mr->key;
-			ce->addr = (dev->dom->mr_mode & FI_MR_VIRT_ADDR) ?
-					   (uint64_t)(uintptr_t)data[i] :
-					   (uint64_t)((uintptr_t)data[i] - mr->start);
-			ce->slot = index << 3 | (uint32_t)i;
-			atomic_fetch_or(&q->rma_expect, 1u << i);
-			if (dev->writes_only)
-				ofi_op_hold(&q->ops[i], mr);
-		}
+		proto_cts_announce(q, i, seq, rma);
 		struct ofi_op *op = &q->ops[i];
 		op->complete = recv_done;
 		op->owner = q;
 		op->index = i;
 	}
-	/* Every buffer takes any eager message whole (its own size, or a bounce
-	 * buffer that shows an oversized one): the sender needs this CTS only
-	 * for a message above the eager limit, which is an error. Sent late. */
-	bool lazy = dev->eager_max > 0;
-	for (int i = 0; i < n; i++)
-		lazy &= sizes[i] <= dev->eager_max && (q->bounce[i] || sizes[i] == dev->eager_max);
-	if (lazy) {
-		q->cts_due_ns = util_coarse_ns() + PROTO_LAZY_CTS_NS;
-		atomic_store(&q->cts_lazy, 1);
-	}
+	proto_cts_lazy(q);
 	int prc = recv_post_remaining(q);
 	if (prc && q->h.nposted == 0) {
 		/* nothing went out: undo as if irecv had not been called */
@@ -809,43 +727,6 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 }
 
 /* ---------------- test ---------------- */
-
-/* A lazy CTS neither posted nor due by the time every buffer is full is
- * never needed: skipped, it counts as done. */
-static void recv_skip_lazy_cts(struct proto_req *r)
-{
-	if (r->kind != PROTO_REQ_RECV)
-		return;
-	struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-	int lazy = 1;
-	if (atomic_load_explicit(&q->cts_lazy, memory_order_relaxed) && q->cursor >= r->n &&
-	    atomic_load_explicit(&r->ncomplete, memory_order_acquire) >= r->n &&
-	    atomic_compare_exchange_strong(&q->cts_lazy, &lazy, 0)) {
-		q->cts_sent = true;
-		atomic_fetch_add_explicit(&r->ncomplete, 1, memory_order_release);
-	}
-}
-
-/* How long a receive whose CTS could not be delivered may still wait for
- * messages the sender posted before it went away. */
-#define PROTO_CTS_FAIL_GRACE_NS 1000000000ULL
-
-/* The CTS failed and the receive is still not complete after the grace: the
- * peer cannot send into it. Fail it, and cancel its receives so it ends. */
-static void recv_cts_failed(struct proto_recv_req *q)
-{
-	struct proto_comm *c = q->h.comm;
-	if (atomic_exchange(&q->cts_failed_ns, 0) == 0)
-		return;
-	LOG_WARN(NCCL_NET, "receive from %s: the clear-to-send could not be delivered (%s) and "
-		 "nothing arrived for 1 s: the peer closed or died. Failing the receive",
-		 container_of(c, struct proto_recv, c)->peer_text, fi_strerror(q->cts_err));
-	proto_req_fail(&q->h, ofi_err_cq(q->cts_err));
-	proto_comm_lock_rails(c);
-	for (int i = 0; i < q->h.n; i++)
-		proto_op_cancel(&q->ops[i]);
-	proto_comm_unlock_rails(c);
-}
 
 static int flush_post(struct proto_recv_req *q);
 
@@ -898,7 +779,7 @@ int net_test(void *request, int *done, int *sizes)
 	} else if (r->kind == PROTO_REQ_RECV) {
 		striped = container_of(r, struct proto_recv_req, h)->rails_held;
 	}
-	recv_skip_lazy_cts(r);
+	proto_cts_skip_lazy(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 		/* the comm's home rail carries its messages, CTS and pings (and
 		 * the other rails a striped write's pieces); a flush reads on
@@ -908,7 +789,7 @@ int net_test(void *request, int *done, int *sizes)
 				    proto_comm_progress(r->comm);
 		if (prc < 0)
 			return ofi_err_sys(prc);
-		recv_skip_lazy_cts(r);
+		proto_cts_skip_lazy(r);
 		if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
 			/* The peer is gone: its operations were failed and cancelled. A
 			 * provider may never complete the cancellations; the request then
@@ -920,12 +801,8 @@ int net_test(void *request, int *done, int *sizes)
 						 "reporting ncclRemoteError");
 				return proto_gone_rc(dead);
 			}
-			if (r->kind == PROTO_REQ_RECV) {
-				struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
-				uint64_t failed = atomic_load(&q->cts_failed_ns);
-				if (failed && util_now_ns() - failed > PROTO_CTS_FAIL_GRACE_NS)
-					recv_cts_failed(q);
-			}
+			if (r->kind == PROTO_REQ_RECV)
+				proto_cts_check_failed(container_of(r, struct proto_recv_req, h));
 			return 0;
 		}
 	}
@@ -975,14 +852,12 @@ static int flush_post(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
 	struct ofi_domain *dom = c->dev->dom;
-	proto_op_will_post(c, &q->ops[0], c->ep); /* flushes read on rail 0 */
+	proto_op_post_begin(c, &q->ops[0], c->ep, NULL, false); /* flushes read on rail 0 */
 	ssize_t rc = ofi_ep_read(c->ep, dom->flush_page, sizeof(uint64_t),
 			     dom->flush_mr ? dom->flush_mr->desc : NULL, q->flush_self,
 			     q->flush_addr, q->flush_key, &q->ops[0].ctx);
-	if (rc) {
-		proto_op_not_posted(c, &q->ops[0]);
+	if (proto_op_post_end(c, &q->ops[0], rc))
 		return (int)rc;
-	}
 	q->h.nposted = 1;
 	return 0;
 }

@@ -58,12 +58,10 @@ static ssize_t ping_send(struct proto_comm *c, struct ofi_op *op, struct proto_p
 				    .magic = PROTO_PING_MAGIC, .type = type,
 				    .from_id = c->reg.id ? c->reg.id : c->closed_id,
 				    .taken = taken, .secret = c->secret };
-	proto_op_will_post(c, op, c->rails[c->home]);
+	proto_op_post_begin(c, op, c->rails[c->home], NULL, false);
 	ssize_t rc = ofi_ep_send(op->ep, msg, sizeof(*msg), proto_ctrl_desc(c), c->ping_peer,
 				 &op->ctx);
-	if (rc)
-		proto_op_not_posted(c, op);
-	return rc;
+	return proto_op_post_end(c, op, rc);
 }
 
 ssize_t proto_ping_post(struct proto_comm *c, struct ofi_op *op, struct proto_ping *msg,

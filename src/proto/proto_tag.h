@@ -1,5 +1,6 @@
 /*
- * proto_tag.h - how a 64-bit libfabric tag is carved up. Pure.
+ * proto_tag.h - how a 64-bit libfabric tag is carved up. Pure, but for the
+ * sequence table (proto_tag.c).
  *
  *   data message (tag):     [ctrl=0][abort][conn id][seq][NCCL tag]
  *   control route (word 0): [ctrl=1][kind:2][0 ...][object id:32]
@@ -104,7 +105,7 @@ static inline bool proto_tag_is_ctrl(const struct proto_tag_layout *l, uint64_t 
 	return (tag & l->ctrl_bit) != 0;
 }
 
-/* ---- per-(connection, NCCL tag) sequence numbers ---- */
+/* ---- per-(connection, NCCL tag) sequence numbers (proto_tag.c) ---- */
 
 /* True when seq is one of the half window of sequence numbers just before
  * next (modulo the seq field): a message already sent. A CTS for such a seq

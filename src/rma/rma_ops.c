@@ -239,7 +239,7 @@ static int post_signal(struct rma_req *r)
 		.context = &r->op[1].ctx,
 	};
 	/* The signal's own completion only frees the request: no delivery
-	 * guarantee is asked of it (shm of 1.17 and 2.1 crashed in fi_cq_read
+	 * guarantee is asked of it (shm of 1.17 and 2.1 crash in fi_cq_read
 	 * with FI_DELIVERY_COMPLETE atomics in flight). */
 	uint64_t fl = FI_COMPLETION;
 	if (c->dev->decision.order == POLICY_RMA_ORDER_FENCE && r->nops == 2 && !r->chain)

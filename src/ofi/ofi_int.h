@@ -1,0 +1,29 @@
+/*
+ * ofi_int.h - what an endpoint's files share inside the ofi layer: ofi_ep.c
+ * opens, progresses and closes the endpoint and calls these for the parts the
+ * other files own. Nothing outside src/ofi/ includes it.
+ */
+#ifndef OFI_INT_H
+#define OFI_INT_H
+
+#include "ofi/ofi.h"
+
+/* ---- control receive pools (ofi_pool.c) ---- */
+
+/* Posts again the receives that could not be posted (-FI_EAGAIN); CQ lock held. */
+void ofi_pools_repost(struct ofi_ep *ep);
+/* Frees every pool of the endpoint, after the endpoint itself closed. */
+void ofi_pools_free(struct ofi_ep *ep);
+
+/* ---- progress thread (ofi_thread.c) ---- */
+
+/* Stops the endpoint's progress thread (ep->has_thread) and forgets it. */
+void ofi_thread_end(struct ofi_ep *ep);
+
+/* ---- drain of unexpected messages (ofi_drain.c) ---- */
+
+/* Starts or resumes the sweep when it is due; CQ lock held. */
+void ofi_drain_kick(struct ofi_ep *ep);
+void ofi_drain_free(struct ofi_drain *d);
+
+#endif
