@@ -38,6 +38,7 @@ struct core_plugin {
 	struct policy_hmem_decision hmem;
 	int ndevs;
 	struct proto_device devs[POLICY_MAX_DEVS];
+	struct policy_device_why why[POLICY_MAX_DEVS]; /* each device's plan, in words */
 	/* NCCL's RMA plugin: each device's RMA entry (owned) and the verdict */
 	struct rma_device rma[POLICY_MAX_DEVS];
 	void *libfabric_pin;

@@ -96,9 +96,9 @@ static void device_props(struct core_plugin *p, struct proto_device *dev)
 	/* Ports of one NIC share the PCI device, hence the guid; others differ. */
 	const char *key = dev->pci_path[0] ? dev->pci_path : dev->choice.name;
 	pr->guid = util_fnv1a64(key, strlen(key), 0x9e3779b97f4a7c15ULL);
-	pr->ptr_support = dev->hmem ? p->hmem.ptr_support : NCCL_PTR_HOST;
+	pr->ptr_support = dev->plan.hmem ? p->hmem.ptr_support : NCCL_PTR_HOST;
 	pr->reg_is_global = 1;
-	pr->force_flush = dev->hmem && p->hmem.force_flush;
+	pr->force_flush = dev->plan.hmem && p->hmem.force_flush;
 	pr->speed = device_speed(dev, &p->cfg);
 	pr->port = 0;
 	pr->latency = 0; /* libfabric reports no latency: 0 leaves NCCL's own estimate */
@@ -334,62 +334,27 @@ static struct core_plugin *plugin_create(int *rc)
 	int nprocs = p->cfg.v[CFG_RAILS].i == 0 ? util_procs_count(p->procs_dir) : 1;
 	for (int i = 0; i < sel->ndevs; i++) {
 		struct proto_device *dev = &p->devs[i];
-		dev->index = i;
-		dev->choice = sel->devs[i];
-		pthread_mutex_init(&dev->open_lock, NULL);
-		dev->hmem = p->hmem.use_hmem && dev->choice.hmem_info;
+		const struct policy_dev_choice *ch = &sel->devs[i];
+		bool gpu = p->hmem.use_hmem && ch->hmem_info;
 		/* Host-only devices use the entry without FI_HMEM: an FI_HMEM entry may
 		 * have worse attributes (policy_traits.c, "host entry"). */
-		dev->info = dev->hmem ? dev->choice.hmem_info :
-			    dev->choice.host_info ? dev->choice.host_info : dev->choice.hmem_info;
+		const struct fi_info *info = gpu ? ch->hmem_info :
+					     ch->host_info ? ch->host_info : ch->hmem_info;
 		/* Directed receives: a connection's data receives then match only
 		 * its peer, so another process cannot fill them by guessing tags. */
-		dev->directed_info = ofi_info_with_caps(dev->info, FI_DIRECTED_RECV);
-		if (dev->directed_info)
-			dev->info = dev->directed_info;
-		/* without tags every message is an RMA write (policy_data_path); the
-		 * layout still names connections and control kinds in the headers */
-		dev->writes_only = !(dev->info->caps & FI_TAGGED);
-		unsigned bits = dev->writes_only ? 64 :
-				policy_tag_bits(dev->info->ep_attr->mem_tag_format);
-		proto_tag_layout_init(&dev->layout, bits);
-		dev->prov_hash = proto_prov_hash(sel->provider, dev->info->addr_format, dev->layout.bits);
-		struct policy_traits traits;
-		policy_traits_for(dev->info, p->disc.runtime_version, &traits);
-		dev->eager_max = policy_eager(&traits, (long)p->cfg.v[CFG_EAGER_MAX].i,
-					      dev->eager_reason, sizeof(dev->eager_reason));
-		if (dev->writes_only) {
-			dev->eager_max = 0;
-			util_strlcpy(dev->eager_reason, "none: no FI_TAGGED, every message waits for "
-				     "its clear-to-send", sizeof(dev->eager_reason));
-		}
-		dev->timeout_ns = (uint64_t)p->cfg.v[CFG_TIMEOUT].i * 1000000000ULL;
-		dev->peer_timeout_ns = (uint64_t)p->cfg.v[CFG_PEER_TIMEOUT].i * 1000000000ULL;
-		dev->flush = (int)p->hmem.flush;
-		dev->dmabuf = p->hmem.dmabuf;
-		dev->provider = p->disc.sel.provider;
-		dev->cq_batch = (int)p->cfg.v[CFG_CQ_BATCH].i;
-		struct policy_data_path path;
-		policy_data_path(p->cfg.v[CFG_RMA].i != 0, p->cfg.v[CFG_RMA].source == CFG_SRC_ENV,
-				 traits.no_write_why, sel->provider, dev->info,
-				 getenv("FI_CXI_ENABLE_WRITEDATA"), &path);
-		dev->rma_cfg = path.rma;
-		util_strlcpy(dev->data_reason, path.reason, sizeof(dev->data_reason));
-		dev->stripe_min = (size_t)p->cfg.v[CFG_STRIPE_MIN].i;
-		dev->flush_rma = dev->hmem && p->hmem.flush == POLICY_FLUSH_RMA_READ;
-		dev->expected_cuda_rc = p->hmem.expected_cuda_rc;
-		/* rails: decided again when the device opens (proto_device_open), when
-		 * the ranks that share this host have all started */
-		dev->rails_in = (struct policy_rails_input){
-			.ncpus = ncpus, .nprocs = nprocs,
-			.one_rail_why = traits.one_rail_why, .cfg_rails = (int)p->cfg.v[CFG_RAILS].i,
-			.threads_mode = (int)p->cfg.v[CFG_PROGRESS_THREADS].i };
-		util_strlcpy(dev->procs_dir, p->procs_dir, sizeof(dev->procs_dir));
-		struct policy_rails_choice rails;
-		policy_rails(&dev->rails_in, &rails);
-		dev->nrails = rails.rails;
-		dev->progress_threads = rails.threads;
-		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
+		struct fi_info *directed = ofi_info_with_caps(info, FI_DIRECTED_RECV);
+		if (directed)
+			info = directed;
+		struct policy_device_input in = {
+			.info = info, .provider = sel->provider, .fi_version = p->disc.runtime_version,
+			.cfg = &p->cfg, .hmem = &p->hmem, .gpu = gpu,
+			.cxi_writedata = getenv("FI_CXI_ENABLE_WRITEDATA"),
+			.ncpus = ncpus, .nprocs = nprocs};
+		struct policy_device_plan plan;
+		policy_device(&in, &plan, &p->why[i]);
+		proto_device_init(dev, i, ch, info, p->disc.sel.provider, p->procs_dir, &plan,
+				  &p->why[i]);
+		dev->directed_info = directed;
 		device_props(p, dev);
 		rma_device_init(p, dev, &p->rma[i]);
 	}

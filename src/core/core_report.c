@@ -211,7 +211,7 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				ptr_text(p->ptr_support), p->reg_is_global, p->force_flush, p->max_recvs,
 				p->max_comms, p->max_p2p_bytes);
 			fprintf(out, "     entry used: %s; FI_HMEM entry %s, host entry %s\n",
-				dev->hmem ? "FI_HMEM" : "host memory", dev->choice.hmem_info ? "yes" : "no",
+				dev->plan.hmem ? "FI_HMEM" : "host memory", dev->choice.hmem_info ? "yes" : "no",
 				dev->choice.host_info ? "yes" : "no");
 			if (v->dev_cuda_known[i])
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED=false on its endpoint: %d, %s\n",
@@ -219,20 +219,20 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 					policy_cuda_answer(v->dev_cuda_rc[i], d->runtime_version));
 			else
 				fprintf(out, "     FI_OPT_CUDA_API_PERMITTED: endpoint could not be opened\n");
-			fprintf(out, "     FI_HMEM: %s\n", dev->hmem ? "used for GPU buffers" :
+			fprintf(out, "     FI_HMEM: %s\n", dev->plan.hmem ? "used for GPU buffers" :
 					"not used: NCCL stages through host memory");
-			if (dev->writes_only)
+			if (dev->plan.writes_only)
 				fprintf(out, "     data path: rails %s; no eager messages; %s%s; control "
 					"messages untagged\n",
-					dev->rails_reason, dev->data_reason,
-					dev->stripe_min && dev->nrails > 1 ?
+					dev->why->rails, dev->why->data,
+					dev->plan.stripe_min && dev->plan.nrails > 1 ?
 						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			else
 				fprintf(out, "     data path: rails %s; eager up to %s; larger messages: %s%s; a "
 					"receive that can only get eager messages sends no clear-to-send (lazy: "
 					"only if it still waits after 1 ms); control messages untagged\n",
-					dev->rails_reason, dev->eager_reason, dev->data_reason,
-					dev->rma_cfg && dev->stripe_min && dev->nrails > 1 ?
+					dev->why->rails, dev->why->eager, dev->why->data,
+					dev->plan.rma && dev->plan.stripe_min && dev->plan.nrails > 1 ?
 						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			struct policy_traits tr;
 			policy_traits_for(dev->info, d->runtime_version, &tr);
@@ -240,7 +240,7 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 				"%lld s without an answer (NCCL_FABRIC_PEER_TIMEOUT); data receives %s; "
 				"a close whose peer takes no data %s\n",
 				(long long)v->cfg->v[CFG_PEER_TIMEOUT].i,
-				dev->writes_only ?
+				dev->plan.writes_only ?
 				"are RMA writes only, each checked against the buffer its clear-to-send "
 				"announced" :
 				(dev->info->caps & FI_DIRECTED_RECV) ?
@@ -378,7 +378,7 @@ static void write_json(FILE *out, struct report_view *v)
 		fprintf(out, "\"regIsGlobal\":%d,\"forceFlush\":%d,\"maxRecvs\":%d,\"maxComms\":%d,"
 			"\"maxP2pBytes\":%zu,\"hmem\":%s,\"cuda_api_permitted_rc\":",
 			p->reg_is_global, p->force_flush, p->max_recvs, p->max_comms, p->max_p2p_bytes,
-			dev->hmem ? "true" : "false");
+			dev->plan.hmem ? "true" : "false");
 		if (v->dev_cuda_known[i])
 			fprintf(out, "%d,", v->dev_cuda_rc[i]);
 		else
@@ -388,8 +388,8 @@ static void write_json(FILE *out, struct report_view *v)
 						   "endpoint could not be opened",
 			    true);
 		/* how messages above the eager limit move, and why */
-		fprintf(out, "\"rma_writes\":%s,", dev->rma_cfg ? "true" : "false");
-		json_kv_str(out, "data_path", dev->data_reason, false);
+		fprintf(out, "\"rma_writes\":%s,", dev->plan.rma ? "true" : "false");
+		json_kv_str(out, "data_path", dev->why->data, false);
 		fputc('}', out);
 	}
 	fputs("],\"hmem\":{", out);
@@ -512,7 +512,7 @@ static long tools_eager_max(int dev)
 	struct core_plugin *p = core_plugin_get();
 	if (!p || dev < 0 || dev >= p->ndevs)
 		return -1;
-	return (long)p->devs[dev].eager_max;
+	return (long)p->devs[dev].plan.eager_max;
 }
 
 UTIL_EXPORT const ncclFabricTools_v1_t ncclFabricTools_v1 = {

@@ -283,6 +283,48 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
 		    size_t reason_len);
 
+/* ---- one device's plan (policy_device.c) ---- */
+
+/* One device's plan: what its data path reads, fixed at init, and why. Pure:
+ * the entry its endpoints open with, the settings, the GPU-memory decision
+ * and the host's CPUs in; the plan and its reasons out. The data path takes
+ * the plan (proto_device_init); the reasons stay with the report. */
+struct policy_device_input {
+	const struct fi_info *info;   /* the entry the device's endpoints open with */
+	const char *provider;         /* the selected provider's name */
+	uint32_t fi_version;          /* the run-time libfabric's (traits) */
+	const struct cfg_values *cfg;
+	const struct policy_hmem_decision *hmem;
+	bool gpu;                     /* GPU buffers go to this device */
+	const char *cxi_writedata;    /* FI_CXI_ENABLE_WRITEDATA's value, NULL if unset */
+	int ncpus, nprocs;            /* for automatic rails */
+};
+struct policy_device_plan {
+	bool hmem;                    /* GPU buffers go to this device */
+	bool writes_only;             /* no FI_TAGGED: every message, 0 bytes too, is an
+				       * RMA write after its CTS (no eager, no tagged receive) */
+	unsigned tag_bits;            /* the tag layout's width */
+	bool rma;                     /* large messages as RMA writes */
+	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX, or the provider's */
+	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
+	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
+	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
+	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
+	int flush;                    /* enum policy_flush_method, for GPU buffers */
+	bool flush_rma;               /* GPU buffers flushed by an RDMA read */
+	bool dmabuf;                  /* DMA-BUF registration offered */
+	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
+	int nrails;                   /* endpoints to open */
+	bool progress_threads;
+	struct policy_rails_input rails_in; /* what chose them: again at open when auto */
+};
+struct policy_device_why {
+	char data[POLICY_REASON_LEN];  /* how messages above the eager limit move */
+	char eager[96];
+	char rails[POLICY_REASON_LEN];
+};
+void policy_device(const struct policy_device_input *in, struct policy_device_plan *plan,
+		   struct policy_device_why *why);
 /* ---- provider names (policy_select.c) ---- */
 
 /* Provider-name matching for NCCL_FABRIC_PROVIDER. An item names a provider by

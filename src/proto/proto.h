@@ -102,37 +102,28 @@ struct proto_device {
 	struct policy_dev_choice choice;
 	const struct fi_info *info;   /* the entry endpoints are opened with */
 	struct fi_info *directed_info;/* info asked again with FI_DIRECTED_RECV (owned), or NULL */
-	bool hmem;                    /* GPU buffers go to this device */
 	struct net_props props;
 	char pci_path[PATH_MAX];
 	char speed_source[64];
 	struct proto_tag_layout layout;
 	uint64_t prov_hash;
-	/* what the data path reads, fixed at init: no global lookups per message */
-	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX */
-	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
-	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
-	int flush;                    /* enum policy_flush_method, for GPU buffers */
-	bool dmabuf;                  /* DMA-BUF registration offered */
 	const char *provider;         /* the selected provider's name (discovery's) */
-	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */
-	bool rma_cfg;                 /* large messages as RMA writes (policy_data_path) */
-	bool writes_only;             /* no FI_TAGGED: every message, 0 bytes too, is an
-				       * RMA write after its CTS (no eager, no tagged receive) */
-	char data_reason[POLICY_REASON_LEN];
-	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
-	bool flush_rma;               /* GPU buffers flushed by an RDMA read (needs a host page) */
-	int expected_cuda_rc;         /* every endpoint must repeat the probe's CUDA answer */
-	int nrails;                   /* endpoints to open (resolved from NCCL_FABRIC_RAILS) */
-	struct policy_rails_input rails_in; /* what chose them: again at open when auto */
-	char procs_dir[128];
-	bool progress_threads;
-	char rails_reason[POLICY_REASON_LEN];
-	char eager_reason[96];
+	char procs_dir[128];          /* where automatic rails count this host's processes */
+	/* what the data path reads, fixed at init: no global lookups per message;
+	 * nrails and progress_threads are decided again at open when automatic */
+	struct policy_device_plan plan;
+	const struct policy_device_why *why; /* the plan's reasons (the report's), for the log */
 	pthread_mutex_t open_lock;
 	struct ofi_domain *dom;       /* NULL until first use */
 	char open_error[POLICY_REASON_LEN];
 };
+
+/* Takes a device's plan (policy_device) in one call: the entry, the plan the
+ * data path reads and, for the open log, its reasons (which stay the
+ * caller's). */
+void proto_device_init(struct proto_device *dev, int index, const struct policy_dev_choice *choice,
+		       const struct fi_info *info, const char *provider, const char *procs_dir,
+		       const struct policy_device_plan *plan, const struct policy_device_why *why);
 
 enum proto_comm_kind { PROTO_LISTEN = 1, PROTO_SEND = 2, PROTO_RECV = 3 };
 

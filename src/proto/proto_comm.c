@@ -227,6 +227,22 @@ void proto_comm_cancel_locked(struct proto_comm *c)
 
 /* ---------------- devices and accounting ---------------- */
 
+void proto_device_init(struct proto_device *dev, int index, const struct policy_dev_choice *choice,
+		       const struct fi_info *info, const char *provider, const char *procs_dir,
+		       const struct policy_device_plan *plan, const struct policy_device_why *why)
+{
+	dev->index = index;
+	dev->choice = *choice;
+	dev->info = info;
+	dev->provider = provider;
+	util_strlcpy(dev->procs_dir, procs_dir, sizeof(dev->procs_dir));
+	dev->plan = *plan;
+	dev->why = why;
+	proto_tag_layout_init(&dev->layout, plan->tag_bits);
+	dev->prov_hash = proto_prov_hash(provider, info->addr_format, dev->layout.bits);
+	pthread_mutex_init(&dev->open_lock, NULL);
+}
+
 /* Opens the device's domain on first use and starts what every endpoint
  * needs (proto_ep_start). Everything it reads was fixed in the device at
  * init: no global lookup. */
@@ -234,27 +250,28 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 {
 	int rc = 0;
 	pthread_mutex_lock(&dev->open_lock);
-	if (!dev->dom && dev->rails_in.cfg_rails == 0) {
+	const char *rails_why = dev->why->rails;
+	struct policy_rails_choice rails;
+	if (!dev->dom && dev->plan.rails_in.cfg_rails == 0) {
 		/* auto: counted again now, when a job's ranks have all started (NCCL
 		 * opens a device once its bootstrap is done) */
-		struct policy_rails_choice rails;
-		dev->rails_in.nprocs = util_procs_count(dev->procs_dir);
-		policy_rails(&dev->rails_in, &rails);
-		dev->nrails = rails.rails;
-		dev->progress_threads = rails.threads;
-		util_strlcpy(dev->rails_reason, rails.reason, sizeof(dev->rails_reason));
+		dev->plan.rails_in.nprocs = util_procs_count(dev->procs_dir);
+		policy_rails(&dev->plan.rails_in, &rails);
+		dev->plan.nrails = rails.rails;
+		dev->plan.progress_threads = rails.threads;
+		rails_why = rails.reason;
 	}
 	if (!dev->dom) {
 		struct ofi_domain_attr attr = {
 			.info = dev->info,
-			.hmem = dev->hmem,
-			.flush_rma = dev->flush_rma,
-			.expected_cuda_rc = dev->expected_cuda_rc,
-			.nep = dev->nrails,
-			.progress_threads = dev->progress_threads,
-			.rma_write = dev->rma_cfg,
-			.buf_size = dev->eager_max,
-			.cq_batch = dev->cq_batch,
+			.hmem = dev->plan.hmem,
+			.flush_rma = dev->plan.flush_rma,
+			.expected_cuda_rc = dev->plan.expected_cuda_rc,
+			.nep = dev->plan.nrails,
+			.progress_threads = dev->plan.progress_threads,
+			.rma_write = dev->plan.rma,
+			.buf_size = dev->plan.eager_max,
+			.cq_batch = dev->plan.cq_batch,
 			.name = dev->props.name,
 		};
 		rc = ofi_domain_open(&attr, &dev->dom);
@@ -270,19 +287,19 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 			snprintf(dev->open_error, sizeof(dev->open_error), "%s", ofi_strerror(rc));
 		else {
 			char how[POLICY_REASON_LEN + 64];
-			if (dev->dom->rma_write && dev->dom->nep > 1 && dev->stripe_min)
+			if (dev->dom->rma_write && dev->dom->nep > 1 && dev->plan.stripe_min)
 				snprintf(how, sizeof(how), "%s, cut over the rails from %zu bytes",
-					 dev->data_reason, dev->stripe_min);
+					 dev->why->data, dev->plan.stripe_min);
 			else
-				snprintf(how, sizeof(how), "%s", dev->data_reason);
+				snprintf(how, sizeof(how), "%s", dev->why->data);
 			LOG_INFO(NCCL_NET | NCCL_INIT,
 				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
 				 "%s; larger messages: %s",
 				 dev->index, dev->props.name, dev->provider,
-				 dev->info->fabric_attr->name, dev->rails_reason,
+				 dev->info->fabric_attr->name, rails_why,
 				 dev->dom->split ? ", each rail its own domain" :
 				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
-				 dev->eager_reason, how);
+				 dev->why->eager, how);
 		}
 	}
 	pthread_mutex_unlock(&dev->open_lock);

@@ -554,7 +554,7 @@ static int send_advance(struct proto_send *s)
 			}
 		}
 		s->c.nrails = nrails;
-		if (nrails > 1 && s->c.dev->dom->rma_write && s->c.dev->stripe_min) {
+		if (nrails > 1 && s->c.dev->dom->rma_write && s->c.dev->plan.stripe_min) {
 			/* the other pieces' operations of striped writes; without
 			 * them every write takes the home rail whole */
 			s->piece_ops = calloc((size_t)PROTO_SEND_REQS * (size_t)(nrails - 1),
@@ -584,7 +584,7 @@ static int send_advance(struct proto_send *s)
 			 s->peer_text, (unsigned long long)(PROTO_CONNECT_ANSWER_NS / 1000000000ULL));
 		return -FI_ECONNREFUSED;
 	}
-	uint64_t limit = s->c.dev->timeout_ns;
+	uint64_t limit = s->c.dev->plan.timeout_ns;
 	if (now - s->start_ns > limit) {
 		LOG_WARN(NCCL_NET,
 			 "connect to %s: no answer after %llu s: the peer may have died or never "
@@ -791,7 +791,7 @@ int net_accept(void *listen_comm, void **recv_comm)
 			if (!l->wait_start_ns || now - l->last_call_ns > PROTO_ACCEPT_RUN_GAP_NS)
 				l->wait_start_ns = now;
 			l->last_call_ns = now;
-			uint64_t limit = dev->timeout_ns;
+			uint64_t limit = dev->plan.timeout_ns;
 			if (now - l->wait_start_ns > limit) {
 				LOG_WARN(NCCL_NET,
 					 "accept on %s: no connection request after %llu s: the peer may "

@@ -66,7 +66,7 @@ void proto_cts_announce(struct proto_recv_req *q, int i, uint32_t seq, bool rma)
 	ce->tag = q->tags[i];
 	ce->seq = seq & proto_tag_seq_mask(&dev->layout);
 	ce->size = size;
-	if (rma && mr && (size > dev->eager_max || dev->writes_only) && size <= UINT32_MAX) {
+	if (rma && mr && (size > dev->plan.eager_max || dev->plan.writes_only) && size <= UINT32_MAX) {
 		/* a large message can land here directly */
 		ce->flags = PROTO_CTS_RMA;
 		ce->key = mr->key;
@@ -75,7 +75,7 @@ void proto_cts_announce(struct proto_recv_req *q, int i, uint32_t seq, bool rma)
 				   (uint64_t)((uintptr_t)data - mr->start);
 		ce->slot = index << 3 | (uint32_t)i;
 		atomic_fetch_or(&q->rma_expect, 1u << i);
-		if (dev->writes_only)
+		if (dev->plan.writes_only)
 			ofi_op_hold(&q->ops[i], mr);
 	}
 }
@@ -87,10 +87,10 @@ void proto_cts_lazy(struct proto_recv_req *q)
 	/* Every buffer takes any eager message whole (its own size, or a bounce
 	 * buffer that shows an oversized one): the sender needs this CTS only
 	 * for a message above the eager limit, which is an error. Sent late. */
-	bool lazy = dev->eager_max > 0;
+	bool lazy = dev->plan.eager_max > 0;
 	for (int i = 0; i < n; i++)
-		lazy &= q->posted[i] <= dev->eager_max &&
-			(q->bounce[i] || q->posted[i] == dev->eager_max);
+		lazy &= q->posted[i] <= dev->plan.eager_max &&
+			(q->bounce[i] || q->posted[i] == dev->plan.eager_max);
 	if (lazy) {
 		q->cts_due_ns = util_coarse_ns() + PROTO_LAZY_CTS_NS;
 		atomic_store(&q->cts_lazy, 1);

@@ -181,7 +181,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 	proto_op_post_begin(c, op, c->rails[rail], q->how == PROTO_SEND_ABORT ? NULL : mr,
 			    q->how == PROTO_SEND_TAGGED);
 	ssize_t rc;
-	if (q->how == PROTO_SEND_ABORT && c->dev->writes_only) {
+	if (q->how == PROTO_SEND_ABORT && c->dev->plan.writes_only) {
 		/* no tags: a control word names the buffer instead */
 		rc = proto_abort_post(s, op, &q->abort_msg, cts->slot);
 		if (rc)
@@ -209,7 +209,7 @@ static int send_pieces(const struct proto_send *s, size_t size, size_t *piece)
 		*piece = 0; /* a write of no bytes, for its CQ data (writes only) */
 		return 1;
 	}
-	if (s->piece_ops && dev->stripe_min && size >= dev->stripe_min) {
+	if (s->piece_ops && dev->plan.stripe_min && size >= dev->plan.stripe_min) {
 		n = size / PROTO_PIECE_MIN;
 		n = n > (size_t)s->c.nrails ? (size_t)s->c.nrails : n ? n : 1;
 	}
@@ -248,7 +248,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	 * already taken (an eager send did not wait for it). */
 	uint32_t folded = proto_tag_fold(lay, tag);
 	uint32_t mask = proto_tag_seq_mask(lay);
-	bool eager = !dev->writes_only && size <= dev->eager_max;
+	bool eager = !dev->plan.writes_only && size <= dev->plan.eager_max;
 	struct proto_cts_entry cts;
 	bool have = false;
 	uint32_t seq = 0;
@@ -491,7 +491,7 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
 	 * (recv_done) completes the buffer; without tags there is none */
-	if (dev->writes_only)
+	if (dev->plan.writes_only)
 		atomic_fetch_add_explicit(&q->h.ncomplete, 1, memory_order_release);
 	else if (q->ops[i].ep == ep)
 		ofi_ep_cancel(ep, &q->ops[i].ctx);
@@ -553,7 +553,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 	struct proto_comm *c = q->h.comm;
 	struct proto_recv *r = container_of(c, struct proto_recv, c);
 	uint64_t ignore = c->dev->layout.abort_bit;
-	if (c->dev->writes_only)
+	if (c->dev->plan.writes_only)
 		q->cursor = q->h.n; /* every buffer takes a write: no receive to post */
 	for (; q->cursor < q->h.n; q->cursor++) {
 		int i = q->cursor;
@@ -565,8 +565,8 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		fi_addr_t src = r->src[c->home];
 		/* (bulk: a large message may come) */
 		proto_op_post_begin(c, op, c->rails[c->home], b ? NULL : mr,
-				    q->posted[i] > c->dev->eager_max);
-		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->eager_max, b->desc, src,
+				    q->posted[i] > c->dev->plan.eager_max);
+		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->plan.eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
 				 ofi_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
 					      src, q->wire[i], ignore, &op->ctx);
@@ -633,9 +633,9 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			 dev->props.max_recvs);
 		return -FI_EINVAL;
 	}
-	bool need_mr = (dev->dom->mr_mode & FI_MR_LOCAL) || dev->writes_only;
+	bool need_mr = (dev->dom->mr_mode & FI_MR_LOCAL) || dev->plan.writes_only;
 	for (int i = 0; i < n; i++) {
-		if (need_mr && (sizes[i] || dev->writes_only) && !(mhandles && mhandles[i])) {
+		if (need_mr && (sizes[i] || dev->plan.writes_only) && !(mhandles && mhandles[i])) {
 			LOG_WARN(NCCL_NET, "irecv: unregistered buffer, but the provider needs registration");
 			return -FI_EINVAL;
 		}
@@ -682,7 +682,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->bounce[i] = NULL;
-		if (sizes[i] < dev->eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
+		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = ofi_buf_get(dev->dom);
 			if (!q->bounce[i])
 				LOG_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "
@@ -925,7 +925,7 @@ int net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
 	}
 	if (last < 0)
 		return 0;
-	switch ((enum policy_flush_method)c->dev->flush) {
+	switch ((enum policy_flush_method)c->dev->plan.flush) {
 	case POLICY_FLUSH_RMA_READ:
 		return flush_rma(c, mhandles[last], data[last], request);
 	case POLICY_FLUSH_CUDA: {
@@ -964,7 +964,7 @@ int net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 	enum fi_hmem_iface iface = FI_HMEM_SYSTEM;
 	int device = 0;
 	if (type == NCCL_PTR_CUDA) {
-		if (!c->dev->hmem) {
+		if (!c->dev->plan.hmem) {
 			LOG_WARN(NCCL_NET,
 				 "regMr: NCCL registered GPU memory on %s, but this device does not "
 				 "support it (ptrSupport 0x%x)",
@@ -996,7 +996,7 @@ int net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t of
 	struct proto_comm *c = data_comm(comm, "regMrDmaBuf");
 	if (!c)
 		return -FI_EINVAL;
-	if (type != NCCL_PTR_CUDA || fd < 0 || !c->dev->dmabuf)
+	if (type != NCCL_PTR_CUDA || fd < 0 || !c->dev->plan.dmabuf)
 		return net_reg_mr(comm, data, size, type, mhandle);
 	int device = cuda_pointer_device(data);
 	if (device < 0) {

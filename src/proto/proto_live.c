@@ -87,7 +87,7 @@ static void recv_abort_locked(struct proto_recv *r, uint32_t slot)
 	struct proto_recv_req *q = &r->reqs[(slot >> 3) % PROTO_RECV_REQS];
 	int i = (int)(slot & 7);
 	unsigned bit = 1u << i;
-	if (!r->c.dev->writes_only || !q->h.in_use || q->h.kind != PROTO_REQ_RECV || i >= q->h.n ||
+	if (!r->c.dev->plan.writes_only || !q->h.in_use || q->h.kind != PROTO_REQ_RECV || i >= q->h.n ||
 	    !(atomic_load(&q->rma_expect) & bit) || (atomic_fetch_or(&q->rma_done, bit) & bit))
 		return;
 	LOG_WARN(NCCL_NET,
@@ -236,7 +236,7 @@ int proto_comm_alive(struct proto_comm *c)
 	}
 	if (!c->probe_ns || c->probe_ns < last)
 		c->probe_ns = now; /* pings from now on must be answered */
-	uint64_t timeout = c->dev->peer_timeout_ns;
+	uint64_t timeout = c->dev->plan.peer_timeout_ns;
 	if (now - c->probe_ns > timeout) {
 		/* Silent for the whole timeout. Not a verdict when the peer moves
 		 * data on another of our connections (liveness that lied under a

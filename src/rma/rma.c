@@ -57,7 +57,7 @@ int rma_get_properties(int dev, struct net_props *props)
 	*props = d->net->props;
 	props->ptr_support = NCCL_PTR_HOST;
 	if (d->decision.gpu)
-		props->ptr_support |= NCCL_PTR_CUDA | (d->net->dmabuf ? NCCL_PTR_DMABUF : 0);
+		props->ptr_support |= NCCL_PTR_CUDA | (d->net->plan.dmabuf ? NCCL_PTR_DMABUF : 0);
 	/* NCCL's RMA proxy drives it (v13 refuses any other type) */
 	props->net_device_type = NCCL_NET_DEVICE_GIN_PROXY;
 	props->net_device_version = 0;
@@ -161,7 +161,7 @@ static int ring_allgather(struct rma_coll *c, const void *mine, void *all, size_
 	int rc = net_reg_mr(c->sc, all, total, NCCL_PTR_HOST, &smr);
 	if (!rc)
 		rc = net_reg_mr(c->rc, all, total, NCCL_PTR_HOST, &rmr);
-	uint64_t deadline = util_now_ns() + c->dev->net->timeout_ns;
+	uint64_t deadline = util_now_ns() + c->dev->net->plan.timeout_ns;
 	for (int step = 0; !rc && step < c->nranks - 1; step++) {
 		int sblk = (c->rank - step + c->nranks) % c->nranks;
 		int rblk = (c->rank - step - 1 + c->nranks) % c->nranks;
@@ -304,7 +304,7 @@ int rma_connect(void *handles[], int nranks, int rank, void *listen_comm, void *
 		goto fail;
 	}
 	if (nranks > 1) {
-		uint64_t deadline = util_now_ns() + d->net->timeout_ns;
+		uint64_t deadline = util_now_ns() + d->net->plan.timeout_ns;
 		int next = (rank + 1) % nranks;
 		while (!rc && (!c->sc || !c->rc)) {
 			if (!c->sc)
@@ -323,10 +323,10 @@ int rma_connect(void *handles[], int nranks, int rank, void *listen_comm, void *
 	struct ofi_domain_attr attr = {
 		.info = d->info,
 		.hmem = d->decision.gpu,
-		.expected_cuda_rc = d->net->expected_cuda_rc,
+		.expected_cuda_rc = d->net->plan.expected_cuda_rc,
 		.nep = 1,
 		.random_keys = true,
-		.cq_batch = d->net->cq_batch,
+		.cq_batch = d->net->plan.cq_batch,
 		.name = d->net->props.name,
 	};
 	rc = ofi_domain_open(&attr, &c->dom);

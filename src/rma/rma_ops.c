@@ -576,7 +576,7 @@ int rma_test(void *p, void *request, int *done)
 	}
 	if (atomic_load(&r->ncomplete) < r->nops) {
 		uint64_t waited = util_now_ns() - r->start_ns;
-		if (waited < c->dev->net->peer_timeout_ns)
+		if (waited < c->dev->net->plan.peer_timeout_ns)
 			return 0;
 		/* Neither completed nor failed: shm of libfabric 1.17 never answers an
 		 * RMA write with a key the target does not know. NCCL would wait
@@ -606,7 +606,7 @@ int rma_test(void *p, void *request, int *done)
 			LOG_WARN(NCCL_NET, "RMA operation to rank %d: no completion within "
 				 "NCCL_FABRIC_PEER_TIMEOUT (%.0f s); failed. The target refused it "
 				 "without an answer (a stale or forged window key) or is gone",
-				 r->op[0].index >> 8, (double)c->dev->net->peer_timeout_ns / 1e9);
+				 r->op[0].index >> 8, (double)c->dev->net->plan.peer_timeout_ns / 1e9);
 			atomic_store(&c->last_error, -FI_ETIMEDOUT);
 			*done = 1;
 			return -FI_ETIMEDOUT;

@@ -67,7 +67,7 @@ static int test_bad_arguments(void)
 		 -FI_EINVAL, ncclInvalidArgument);
 	CHECK_RC(net_reg_mr(sc, buf, size, 77, &mh), -FI_EINVAL, ncclInvalidArgument);
 	CHECK(mh == NULL);
-	if (!p->devs[0].hmem)
+	if (!p->devs[0].plan.hmem)
 		CHECK_RC(net_reg_mr(sc, buf, size, NCCL_PTR_CUDA, &mh), -FI_EINVAL,
 			 ncclInvalidArgument);
 	CHECK_RC(net_test(NULL, &done, NULL), -FI_EINVAL, ncclInvalidArgument);
