@@ -1666,6 +1666,53 @@ static int test_datapath_defaults(void)
 	return 0;
 }
 
+/* One device's plan gathers the decisions the data path reads: a tagged
+ * entry with writes, a writes-only entry (no eager messages, 64-bit layout),
+ * the settings' timeouts and fixed rails, and the GPU-memory flush. */
+static int test_device_plan(void)
+{
+	struct cfg_values cfg;
+	make_cfg(&cfg, NULL, NULL, NULL);
+	cfg.v[CFG_RAILS].i = 2;
+	struct fi_info *fi = fi_allocinfo();
+	CHECK(fi != NULL);
+	fi->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_WRITE | FI_REMOTE_WRITE | FI_READ;
+	fi->domain_attr->cq_data_size = 4;
+	fi->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL; /* 64 bits */
+	fi->tx_attr->inject_size = 4096;
+	struct policy_hmem_decision hmem = { .flush = POLICY_FLUSH_RMA_READ, .dmabuf = true,
+					     .expected_cuda_rc = -FI_EOPNOTSUPP };
+	struct policy_device_input in = { .info = fi, .provider = "efa", .fi_version = FI_VERSION(1, 17),
+					  .cfg = &cfg, .hmem = &hmem, .gpu = true, .ncpus = 8, .nprocs = 1 };
+	struct policy_device_plan plan;
+	struct policy_device_why why;
+	policy_device(&in, &plan, &why);
+	CHECK(plan.hmem && !plan.writes_only && plan.rma);
+	CHECK_EQ(plan.tag_bits, 64);
+	CHECK(plan.eager_max > 0);
+	CHECK(why.eager[0] && why.data[0] && why.rails[0]);
+	CHECK_EQ(plan.nrails, 2);
+	CHECK_EQ(plan.rails_in.cfg_rails, 2);
+	CHECK(plan.flush_rma && plan.dmabuf);
+	CHECK_EQ(plan.expected_cuda_rc, -FI_EOPNOTSUPP);
+	CHECK_EQ(plan.timeout_ns, (uint64_t)cfg.v[CFG_TIMEOUT].i * 1000000000ULL);
+	CHECK_EQ(plan.peer_timeout_ns, (uint64_t)cfg.v[CFG_PEER_TIMEOUT].i * 1000000000ULL);
+	/* host memory: no RDMA-read flush */
+	in.gpu = false;
+	policy_device(&in, &plan, &why);
+	CHECK(!plan.hmem && !plan.flush_rma);
+	/* no tags: every message an RMA write after its CTS, nothing eager */
+	fi->caps &= ~FI_TAGGED;
+	fi->ep_attr->mem_tag_format = 0;
+	policy_device(&in, &plan, &why);
+	CHECK(plan.writes_only && plan.rma);
+	CHECK_EQ(plan.eager_max, 0);
+	CHECK_EQ(plan.tag_bits, 64);
+	CHECK_STR_CONTAINS(why.eager, "no FI_TAGGED");
+	fi_freeinfo(fi);
+	return 0;
+}
+
 /* NCCL's RMA plugin: offered or not, GPU or host windows, signals and their
  * order, for every setting and the capabilities that decide. */
 static int test_rma_verdict(void)
@@ -1733,6 +1780,7 @@ static int test_rma_verdict(void)
 
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_rma_verdict, "RMA plugin: offered or not, windows, signals and their order"),
+	TEST_ENTRY(test_device_plan, "one device's plan: the data path's decisions and their reasons"),
 	TEST_ENTRY(test_datapath_defaults, "rails, progress threads and eager limit from provider and CPUs"),
 	TEST_ENTRY(test_hmem_flush, "flush method and forceFlush follow RMA, driver and write ordering"),
 	TEST_ENTRY(test_plan_unnamed, "plan: FI_HMEM first, RMA variants, remote only when unnamed"),
