@@ -178,16 +178,13 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		}
 		return rc;
 	}
+	if (q->how == PROTO_SEND_ABORT && c->dev->plan.writes_only)
+		/* no tags: a control word names the buffer instead (posted, and
+		 * counted in the comm, as a ping is) */
+		return proto_abort_post(s, op, &q->abort_msg, cts->slot);
 	proto_op_post_begin(c, op, c->rails[rail], q->how == PROTO_SEND_ABORT ? NULL : mr,
 			    q->how == PROTO_SEND_TAGGED);
 	ssize_t rc;
-	if (q->how == PROTO_SEND_ABORT && c->dev->plan.writes_only) {
-		/* no tags: a control word names the buffer instead */
-		rc = proto_abort_post(s, op, &q->abort_msg, cts->slot);
-		if (rc)
-			ofi_op_release(op);
-		return rc;
-	}
 	if (q->how == PROTO_SEND_ABORT)
 		/* the size travels where the posted buffer has room for it */
 		rc = ofi_ep_tsend(op->ep, &q->abort_size,
