@@ -1,7 +1,7 @@
 /*
  * abi.h - what the per-version adapters share. Each NCCL version's table lives
- * in its own file (abi_v6.c ... abi_v12.c, one per line of
- * nccl/nccl_versions.h's list) and only points at helpers; a difference that
+ * in its own file (abi_vN.c, one per line of nccl/nccl_versions.h's list)
+ * and only points at helpers; a difference that
  * several versions share is written once here:
  *   - v6..v9: no per-communicator context (init once, no finalize);
  *   - v6..v8: int sizes in regMr (v6/v7), isend and irecv;

@@ -75,7 +75,7 @@ int fh_parse_size(const char *s, size_t *out);
 #define FH_HAVE_REGISGLOBAL 0x02u /* v8+ */
 #define FH_HAVE_V9 0x04u         /* v9+: forceFlush, vProps, maxP2pBytes, maxCollBytes */
 #define FH_HAVE_MULTIREQ 0x08u   /* v11+: maxMultiRequestSize */
-#define FH_HAVE_RAIL 0x10u       /* v12: railId, planeId */
+#define FH_HAVE_RAIL 0x10u       /* v12+: railId, planeId */
 
 /* Every version's properties, widened to the latest layout. */
 typedef struct fh_props {
@@ -95,7 +95,7 @@ typedef struct fh_props {
 	int netDeviceVersion;
 	int vndevs;
 	int vdevs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
-	int vdevs_cap; /* 4 for v9-v11, 8 for v12 */
+	int vdevs_cap; /* 4 for v9-v11, 8 from v12 */
 	size_t maxP2pBytes;
 	size_t maxCollBytes;
 	int maxMultiRequestSize;
