@@ -1,7 +1,8 @@
 /*
  * abi.h - what the per-version adapters share. Each NCCL version's table lives
- * in its own file (abi_v6.c ... abi_v12.c) and only translates arguments; a
- * difference that several versions share is written once here:
+ * in its own file (abi_vN.c, one per line of nccl/nccl_versions.h's list)
+ * and only points at helpers; a difference that
+ * several versions share is written once here:
  *   - v6..v9: no per-communicator context (init once, no finalize);
  *   - v6..v8: int sizes in regMr (v6/v7), isend and irecv;
  *   - v7+:    device-comm out-arguments (always "none" here);
@@ -13,8 +14,9 @@
 #ifndef ABI_H
 #define ABI_H
 
-#include "nccl/nccl_net.h"
+#include "nccl/nccl_versions.h"
 #include "core/core.h"
+#include "util/util.h"
 
 /* 0 or a negative FI_* code (ofi/ofi.h, "Errors") as NCCL's result. */
 ncclResult_t abi_result(int rc);
@@ -39,6 +41,7 @@ ncclResult_t abi_isend_v10(void *send_comm, void *data, size_t size, int tag, vo
 			   void *phandle, void **request);
 ncclResult_t abi_irecv_v10(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 			   void **mhandles, void **phandles, void **request);
+ncclResult_t abi_init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
 			  ncclDebugLogger_t logger, ncclProfilerCallback_t prof);
 /* Entries in the same form in every version that has them. */
@@ -75,16 +78,22 @@ ncclResult_t abi_finalize(void *ctx);
 		(dst)->maxRecvs = (src)->max_recvs;     \
 	} while (0)
 
-/* v7 added the device type, v8 regIsGlobal. */
-#define ABI_PROPS_V8(dst, src)                                                  \
+/* v7 added the device type. */
+#define ABI_PROPS_V7(dst, src)                                                  \
 	do {                                                                    \
 		ABI_PROPS_V6(dst, src);                                         \
 		(dst)->netDeviceType = (ncclNetDeviceType)(src)->net_device_type; \
 		(dst)->netDeviceVersion = (src)->net_device_version;            \
-		(dst)->regIsGlobal = (src)->reg_is_global;                      \
 	} while (0)
 
-/* v9 added forceFlush, virtual devices and size limits; v11 multi-requests. */
+/* v8 added regIsGlobal. */
+#define ABI_PROPS_V8(dst, src)                                   \
+	do {                                                     \
+		ABI_PROPS_V7(dst, src);                          \
+		(dst)->regIsGlobal = (src)->reg_is_global;       \
+	} while (0)
+
+/* v9 added forceFlush, virtual devices and size limits. */
 #define ABI_PROPS_V9(dst, src)                                   \
 	do {                                                     \
 		ABI_PROPS_V8(dst, src);                          \
@@ -95,13 +104,29 @@ ncclResult_t abi_finalize(void *ctx);
 		(dst)->maxCollBytes = (src)->max_coll_bytes;     \
 	} while (0)
 
-/* v12 (the net and RMA tables of NCCL 2.30): v11's multi-requests, rail and plane ids. */
-#define ABI_PROPS_V12(dst, src)                                               \
+/* v11 added multi-requests. */
+#define ABI_PROPS_V11(dst, src)                                               \
 	do {                                                                  \
 		ABI_PROPS_V9(dst, src);                                       \
 		(dst)->maxMultiRequestSize = (src)->max_multi_request_size;   \
+	} while (0)
+
+/* v12 (the net and RMA tables of NCCL 2.30): v11's multi-requests, rail and plane ids. */
+#define ABI_PROPS_V12(dst, src)                                               \
+	do {                                                                  \
+		ABI_PROPS_V11(dst, src);                                      \
 		(dst)->railId = (src)->rail_id;                               \
 		(dst)->planeId = (src)->plane_id;                             \
 	} while (0)
+
+/* For each version N of nccl_versions.h's list: its table, ncclNetPlugin_vN
+ * (abi_vN.c; declared here so that a definition of another type does not
+ * compile), and its getProperties, abi_get_properties_vN (abi_common.c), which
+ * fills the version's properties layout P with ABI_PROPS_VP. A new properties
+ * layout needs its ABI_PROPS_V macro above. */
+#define ABI_DECLARE_VERSION_(N, P, ...)                                                  \
+	extern UTIL_EXPORT const ncclNet_v##N##_t ncclNetPlugin_v##N;                    \
+	ncclResult_t abi_get_properties_v##N(int dev, ncclNetProperties_v##P##_t *props);
+NCCL_NET_VERSIONS(ABI_DECLARE_VERSION_)
 
 #endif

@@ -1,6 +1,7 @@
 /*
- * abi_common.c - argument translations shared by several NCCL versions, and
- * abi_result, where an internal result becomes NCCL's.
+ * abi_common.c - argument translations shared by several NCCL versions, each
+ * version's getProperties (from nccl/nccl_versions.h's list), and abi_result,
+ * where an internal result becomes NCCL's.
  */
 #include <string.h>
 
@@ -55,6 +56,12 @@ ncclResult_t abi_init_legacy(ncclDebugLogger_t logger)
 {
 	/* v6..v10: one init per process and no finalize; the context lives until exit. */
 	return abi_result(net_init(NULL, logger));
+}
+
+ncclResult_t abi_init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
+{
+	(void)prof; /* profiler events: not emitted yet */
+	return abi_init_legacy(logger);
 }
 
 ncclResult_t abi_init_v11(void **ctx, uint64_t comm_id, ncclNetCommConfig_t *config,
@@ -243,3 +250,16 @@ ncclResult_t abi_finalize(void *ctx)
 {
 	return abi_result(net_finalize(ctx));
 }
+
+/* abi_get_properties_vN for every version N of the list: the internal
+ * properties copied into the version's layout P (ABI_PROPS_VP, abi.h). */
+#define ABI_GET_PROPERTIES_(N, P, ...)                                                    \
+	ncclResult_t abi_get_properties_v##N(int dev, ncclNetProperties_v##P##_t *props)   \
+	{                                                                                 \
+		struct net_props p;                                                       \
+		int rc = net_get_properties(dev, &p);                                     \
+		if (rc == 0)                                                              \
+			ABI_PROPS_V##P(props, &p);                                        \
+		return abi_result(rc);                                                    \
+	}
+NCCL_NET_VERSIONS(ABI_GET_PROPERTIES_)

@@ -1,28 +1,12 @@
 /* abi_v10.c - NCCL 2.26-2.27: profiler callback, comm config on connect,
  * profiler handles on isend/irecv. Properties as v9. */
 #include "abi/abi.h"
-#include "util/util.h"
-
-static ncclResult_t v10_init(ncclDebugLogger_t logger, ncclProfilerCallback_t prof)
-{
-	(void)prof;
-	return abi_init_legacy(logger);
-}
-
-static ncclResult_t v10_get_properties(int dev, ncclNetProperties_v9_t *props)
-{
-	struct net_props p;
-	int rc = net_get_properties(dev, &p);
-	if (rc == 0)
-		ABI_PROPS_V9(props, &p);
-	return abi_result(rc);
-}
 
 UTIL_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
 	.name = CORE_PLUGIN_NAME,
-	.init = v10_init,
+	.init = abi_init_v10,
 	.devices = abi_devices,
-	.getProperties = v10_get_properties,
+	.getProperties = abi_get_properties_v10,
 	.listen = abi_listen_legacy,
 	.connect = abi_connect_v10,
 	.accept = abi_accept_v7,

@@ -1,24 +1,12 @@
 /* abi_v11.c - NCCL 2.28-2.29: a context per communicator (init/finalize),
  * maxMultiRequestSize in the properties, setNetAttr (not supported). */
 #include "abi/abi.h"
-#include "util/util.h"
-
-static ncclResult_t v11_get_properties(int dev, ncclNetProperties_v11_t *props)
-{
-	struct net_props p;
-	int rc = net_get_properties(dev, &p);
-	if (rc == 0) {
-		ABI_PROPS_V9(props, &p);
-		props->maxMultiRequestSize = p.max_multi_request_size;
-	}
-	return abi_result(rc);
-}
 
 UTIL_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
 	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_v11,
 	.devices = abi_devices,
-	.getProperties = v11_get_properties,
+	.getProperties = abi_get_properties_v11,
 	.listen = abi_listen,
 	.connect = abi_connect_v11,
 	.accept = abi_accept_v7,

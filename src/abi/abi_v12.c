@@ -1,22 +1,11 @@
 /* abi_v12.c - NCCL 2.30: v11 with 8-entry vProps and rail/plane ids. */
 #include "abi/abi.h"
-#include "util/util.h"
-
-static ncclResult_t v12_get_properties(int dev, ncclNetProperties_v12_t *props)
-{
-	struct net_props p;
-	int rc = net_get_properties(dev, &p);
-	if (rc == 0) {
-		ABI_PROPS_V12(props, &p);
-	}
-	return abi_result(rc);
-}
 
 UTIL_EXPORT const ncclNet_v12_t ncclNetPlugin_v12 = {
 	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_v11,
 	.devices = abi_devices,
-	.getProperties = v12_get_properties,
+	.getProperties = abi_get_properties_v12,
 	.listen = abi_listen,
 	.connect = abi_connect_v11,
 	.accept = abi_accept_v7,

@@ -1,21 +1,11 @@
 /* abi_v8.c - NCCL 2.20-2.23: v7 with size_t regMr and regIsGlobal. */
 #include "abi/abi.h"
-#include "util/util.h"
-
-static ncclResult_t v8_get_properties(int dev, ncclNetProperties_v8_t *props)
-{
-	struct net_props p;
-	int rc = net_get_properties(dev, &p);
-	if (rc == 0)
-		ABI_PROPS_V8(props, &p);
-	return abi_result(rc);
-}
 
 UTIL_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
 	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_legacy,
 	.devices = abi_devices,
-	.getProperties = v8_get_properties,
+	.getProperties = abi_get_properties_v8,
 	.listen = abi_listen_legacy,
 	.connect = abi_connect_v7,
 	.accept = abi_accept_v7,

@@ -1,22 +1,12 @@
 /* abi_v9.c - NCCL 2.24-2.25: size_t isend/irecv sizes, virtual devices,
  * forceFlush and size limits in the properties. */
 #include "abi/abi.h"
-#include "util/util.h"
-
-static ncclResult_t v9_get_properties(int dev, ncclNetProperties_v9_t *props)
-{
-	struct net_props p;
-	int rc = net_get_properties(dev, &p);
-	if (rc == 0)
-		ABI_PROPS_V9(props, &p);
-	return abi_result(rc);
-}
 
 UTIL_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
 	.name = CORE_PLUGIN_NAME,
 	.init = abi_init_legacy,
 	.devices = abi_devices,
-	.getProperties = v9_get_properties,
+	.getProperties = abi_get_properties_v9,
 	.listen = abi_listen_legacy,
 	.connect = abi_connect_v7,
 	.accept = abi_accept_v7,

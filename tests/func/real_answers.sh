@@ -17,9 +17,10 @@
 # shm with every byte checked, by libfabric's own CUDA copies (the stub
 # runtime's cudaMemcpy is called).
 #
-# usage: real_answers.sh NCCL_FABRIC_INFO FABRIC_JSON_GET NCCL_FABRIC_CHECK PLUGIN STUBCUDA_DIR CUDA(0|1)
+# usage: real_answers.sh NCCL_FABRIC_INFO FABRIC_JSON_GET NCCL_FABRIC_CHECK PLUGIN STUBCUDA_DIR CUDA(0|1) NEWEST
+# (NEWEST: the newest table version, which runs the hmem/* check)
 set -u
-info=$1 jget=$2 check=$3 plugin=$4 stubdir=$5 cuda=$6
+info=$1 jget=$2 check=$3 plugin=$4 stubdir=$5 cuda=$6 newest=$7
 
 # shellcheck source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -136,7 +137,7 @@ if [ $kind = cuda ]; then
 	label="shm, force: data through libfabric's CUDA copies"
 	log=$tmp/stub.log
 	env NCCL_FABRIC_PROVIDER=shm NCCL_FABRIC_HMEM=force STUBCUDA_LOG="$log" \
-		"$check" --plugin "$plugin" --provider shm --versions 12 --case 'hmem/*' >"$tmp/check" 2>&1
+		"$check" --plugin "$plugin" --provider shm --versions "$newest" --case 'hmem/*' >"$tmp/check" 2>&1
 	rc=$?
 	grep -E '^(PASS|FAIL|SKIP)|passed' "$tmp/check" | sed 's/^/    /'
 	is "nccl-fabric-check exit status" $rc 0

@@ -128,7 +128,31 @@ static int test_strerror(void)
 	return 0;
 }
 
+/* Every version of nccl_versions.h's list has its table (abi_vN.c), named
+ * as the plugin, with the members NCCL calls unconditionally, and its
+ * getProperties is the list's (the properties layout the list gives it). */
+#define TABLE_CHECK_(N, ...)                                                             \
+	do {                                                                             \
+		const ncclNet_v##N##_t *t = &ncclNetPlugin_v##N;                         \
+		CHECK(!strcmp(t->name, CORE_PLUGIN_NAME));                               \
+		CHECK(t->getProperties == abi_get_properties_v##N);                      \
+		CHECK(t->init && t->devices && t->listen && t->connect && t->accept);    \
+		CHECK(t->regMr && t->regMrDmaBuf && t->deregMr);                         \
+		CHECK(t->isend && t->irecv && t->iflush && t->test);                     \
+		CHECK(t->closeSend && t->closeRecv && t->closeListen);                   \
+		versions++;                                                              \
+	} while (0);
+
+static int test_tables(void)
+{
+	int versions = 0;
+	NCCL_NET_VERSIONS(TABLE_CHECK_)
+	CHECK_EQ(versions, NCCL_NET_VERSION_MAX - NCCL_NET_VERSION_MIN + 1);
+	return 0;
+}
+
 static const struct unit_test tests[] = {
+	TEST_ENTRY(test_tables, "one ncclNetPlugin_vN per version of the list, complete"),
 	TEST_ENTRY(test_table, "abi_result: each internal code and the ncclResult_t NCCL gets"),
 	TEST_ENTRY(test_completion_codes, "a failed completion: libfabric's code kept, NCCL told as before"),
 	TEST_ENTRY(test_call_failures, "a failed call: libfabric's code kept, always ncclSystemError"),

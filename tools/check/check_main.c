@@ -135,7 +135,7 @@ static void ck_usage(FILE *f)
 		"  --plugin PATH      plugin to test (default: $NCCL_NET_PLUGIN if it has a '/',\n"
 		"                     else <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
 		"  --provider NAME    set NCCL_FABRIC_PROVIDER=NAME (e.g. tcp, shm, udp)\n"
-		"  --versions LIST    table versions, e.g. 6,7,9-12 (default 6-12)\n"
+		"  --versions LIST    table versions, e.g. %d,%d-%d (default %d-%d)\n"
 		"  --case GLOB[,GLOB] run only matching cases (repeatable); ^GLOB leaves them out\n"
 		"  --list             list the cases and exit\n"
 		"  --loopback         set FI_TCP_IFACE/FI_UDP_IFACE/FI_SOCKETS_IFACE/FI_NET_IFACE=lo\n"
@@ -148,10 +148,12 @@ static void ck_usage(FILE *f)
 		"                     (instead of 20 s); its time limit grows by N / 1000 s\n\n"
 		"Environment: NCCL_FABRIC_TEST_TIMEOUT_MULTIPLIER scales every timeout;\n"
 		"NCCL_DEBUG=INFO|TRACE shows the plugin's log (WARN lines always show).\n"
-		"Exit status: 0 passed, 1 a case failed, 77 everything skipped, 2 usage.\n");
+		"Exit status: 0 passed, 1 a case failed, 77 everything skipped, 2 usage.\n",
+		FH_VERSION_MIN, FH_VERSION_MIN + 3, FH_VERSION_MAX, FH_VERSION_MIN, FH_VERSION_MAX);
 }
 
-/* "6,7,9-12" -> bit mask of versions. */
+/* "6,7,9-12" -> bit mask of versions (bit v: version v). */
+_Static_assert(FH_VERSION_MAX < 32, "ck_parse_versions keeps the versions in an unsigned");
 static int ck_parse_versions(const char *s, unsigned *mask)
 {
 	*mask = 0;
@@ -269,7 +271,9 @@ int main(int argc, char **argv)
 		case O_PROVIDER: provider = optarg; break;
 		case O_VERSIONS:
 			if (ck_parse_versions(optarg, &vmask)) {
-				fprintf(stderr, "bad --versions '%s' (e.g. 6,7,9-12)\n", optarg);
+				fprintf(stderr, "bad --versions '%s' (versions %d to %d, e.g. %d,%d-%d)\n",
+					optarg, FH_VERSION_MIN, FH_VERSION_MAX, FH_VERSION_MIN,
+					FH_VERSION_MIN + 3, FH_VERSION_MAX);
 				return 2;
 			}
 			break;

@@ -2,7 +2,9 @@
  * fh_net.c - locate and load the plugin, and present every ncclNet_vN_t table
  * through one latest-style interface.
  *
- * This is the only file that knows the per-version differences:
+ * This is the only file of the harness that knows the per-version
+ * differences; the versions and their shapes come from
+ * src/nccl/nccl_versions.h's list:
  *   v6      int sizes; connect/accept without device handles
  *   v7      + device handles on connect/accept, getDeviceMr, irecvConsumed
  *   v8      regMr takes size_t
@@ -22,66 +24,386 @@
 #include <string.h>
 #include <unistd.h>
 
-#define T6(net) ((const ncclNet_v6_t *)(net)->table)
-#define T7(net) ((const ncclNet_v7_t *)(net)->table)
-#define T8(net) ((const ncclNet_v8_t *)(net)->table)
-#define T9(net) ((const ncclNet_v9_t *)(net)->table)
-#define T10(net) ((const ncclNet_v10_t *)(net)->table)
-#define T11(net) ((const ncclNet_v11_t *)(net)->table)
-#define T12(net) ((const ncclNet_v12_t *)(net)->table)
+/* ------------------------------------------------------------ per version
+ *
+ * For each version of nccl_versions.h's list, fh_vN_* functions take the
+ * latest-style arguments and call the version's own table, and fh_ops_vN
+ * points at them; fh_net_open picks the version's fh_ops. The list's columns
+ * pick the shape of each call (FH_<COLUMN>_<value> below), so a version in an
+ * existing shape needs nothing here, and every table member is called through
+ * its own type. */
 
-/* Every switch on the version below has a case for each of these versions
- * and no other. Raising FH_VERSION_MAX stops the build here until the new
- * version has its case in each switch (src/abi/README.md has the list). */
-_Static_assert(FH_VERSION_MIN == 6 && FH_VERSION_MAX == 12,
-	       "fh_net.c drives table versions 6..12: give a new version its case in every "
-	       "switch on net->version in tools/harness/fh_net.c");
+/* SINCE: does the version have the members added in v7, v9, v11? */
+#define FH_SINCE7_6(yes, no) no
+#define FH_SINCE7_7(yes, no) yes
+#define FH_SINCE7_9(yes, no) yes
+#define FH_SINCE7_11(yes, no) yes
+#define FH_SINCE9_6(yes, no) no
+#define FH_SINCE9_7(yes, no) no
+#define FH_SINCE9_9(yes, no) yes
+#define FH_SINCE9_11(yes, no) yes
+#define FH_SINCE11_6(yes, no) no
+#define FH_SINCE11_7(yes, no) no
+#define FH_SINCE11_9(yes, no) no
+#define FH_SINCE11_11(yes, no) yes
 
-/* A version no switch here has a case for: said on stderr and an error for
- * the caller, never taken as the newest version's table. */
-static ncclResult_t fh_net_unknown_version(const fh_net_t *net, const char *call)
+/* INIT */
+#define FH_INIT_LOG(t, net, ctx) (t)->init(fh_logger)
+#define FH_INIT_PROF(t, net, ctx) (t)->init(fh_logger, fh_profiler_cb)
+#define FH_INIT_CTX(t, net, ctx)                                                          \
+	(t)->init((ctx), (net)->comm_id++, &(net)->config, fh_logger, fh_profiler_cb)
+
+/* CONN: listen, connect (dhp: the device-handle argument), accept */
+#define FH_LISTEN_PLAIN(t, ctx, dev, handle, lcomm) (t)->listen((dev), (handle), (lcomm))
+#define FH_LISTEN_DEV FH_LISTEN_PLAIN
+#define FH_LISTEN_CFG FH_LISTEN_PLAIN
+#define FH_LISTEN_CTX(t, ctx, dev, handle, lcomm) (t)->listen((ctx), (dev), (handle), (lcomm))
+#define FH_CONNECT_PLAIN(t, net, ctx, dev, handle, scomm, dhp)                            \
+	((void)(dhp), (t)->connect((dev), (handle), (scomm)))
+#define FH_CONNECT_DEV(t, net, ctx, dev, handle, scomm, dhp)                              \
+	(t)->connect((dev), (handle), (scomm), (dhp))
+#define FH_CONNECT_CFG(t, net, ctx, dev, handle, scomm, dhp)                              \
+	(t)->connect((dev), &(net)->config, (handle), (scomm), (dhp))
+#define FH_CONNECT_CTX(t, net, ctx, dev, handle, scomm, dhp)                              \
+	(t)->connect((ctx), (dev), (handle), (scomm), (dhp))
+#define FH_ACCEPT_PLAIN(t, lcomm, rcomm, dhp) ((void)(dhp), (t)->accept((lcomm), (rcomm)))
+#define FH_ACCEPT_DEV(t, lcomm, rcomm, dhp) (t)->accept((lcomm), (rcomm), (dhp))
+#define FH_ACCEPT_CFG FH_ACCEPT_DEV
+#define FH_ACCEPT_CTX FH_ACCEPT_DEV
+
+/* REGMR: an int size above INT_MAX is refused without calling the plugin. */
+#define FH_REGMR_INT(t, comm, data, size, type, mhandle)                                  \
+	((size) > INT_MAX ? ncclInvalidArgument                                           \
+			  : (t)->regMr((comm), (data), (int)(size), (type), (mhandle)))
+#define FH_REGMR_SIZE(t, comm, data, size, type, mhandle)                                 \
+	(t)->regMr((comm), (data), (size), (type), (mhandle))
+
+/* DATA: isend; irecv (body of a function returning its result). */
+#define FH_ISEND_INT(t, scomm, data, size, tag, mhandle, request)                         \
+	((size) > INT_MAX ? ncclInvalidArgument                                           \
+			  : (t)->isend((scomm), (data), (int)(size), (tag), (mhandle), (request)))
+#define FH_ISEND_SIZE(t, scomm, data, size, tag, mhandle, request)                        \
+	(t)->isend((scomm), (data), (size), (tag), (mhandle), (request))
+#define FH_ISEND_PHANDLE(t, scomm, data, size, tag, mhandle, request)                     \
+	(t)->isend((scomm), (data), (size), (tag), (mhandle), NULL, (request))
+#define FH_IRECV_INT(t, rcomm, n, data, sizes, tags, mhandles, request)                   \
+	int isizes[FH_MAX_GROUP];                                                         \
+	for (int i = 0; i < (n); i++) {                                                   \
+		if ((sizes)[i] > INT_MAX)                                                 \
+			return ncclInvalidArgument;                                       \
+		isizes[i] = (int)(sizes)[i];                                              \
+	}                                                                                 \
+	return (t)->irecv((rcomm), (n), (data), isizes, (tags), (mhandles), (request))
+/* NCCL 2.24+ (v9) may pre-store NCCL_NET_OPTIONAL_RECV_COMPLETION to say
+ * "completion optional"; the plugin must overwrite it with its request (or
+ * NULL to retry). */
+#define FH_IRECV_SIZE(t, rcomm, n, data, sizes, tags, mhandles, request)                  \
+	*(request) = (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION;                \
+	return (t)->irecv((rcomm), (n), (data), (sizes), (tags), (mhandles), (request))
+#define FH_IRECV_PHANDLE(t, rcomm, n, data, sizes, tags, mhandles, request)               \
+	void *phandles[FH_MAX_GROUP] = {0};                                               \
+	*(request) = (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION;                \
+	return (t)->irecv((rcomm), (n), (data), (sizes), (tags), (mhandles), phandles,    \
+			  (request))
+
+/* PROPS: one version's properties q copied into the latest-style fh_props_t. */
+#define FH_PROPS_6(p, q)                                                                  \
+	do {                                                                              \
+		(p)->name = (q).name;                                                     \
+		(p)->pciPath = (q).pciPath;                                               \
+		(p)->guid = (q).guid;                                                     \
+		(p)->ptrSupport = (q).ptrSupport;                                         \
+		(p)->speed = (q).speed;                                                   \
+		(p)->port = (q).port;                                                     \
+		(p)->latency = (q).latency;                                               \
+		(p)->maxComms = (q).maxComms;                                             \
+		(p)->maxRecvs = (q).maxRecvs;                                             \
+	} while (0)
+#define FH_PROPS_7(p, q)                                                                  \
+	do {                                                                              \
+		FH_PROPS_6(p, q);                                                         \
+		(p)->netDeviceType = (q).netDeviceType;                                   \
+		(p)->netDeviceVersion = (q).netDeviceVersion;                             \
+		(p)->have |= FH_HAVE_NETDEVICE;                                           \
+	} while (0)
+#define FH_PROPS_8(p, q)                                                                  \
+	do {                                                                              \
+		FH_PROPS_7(p, q);                                                         \
+		(p)->regIsGlobal = (q).regIsGlobal;                                       \
+		(p)->have |= FH_HAVE_REGISGLOBAL;                                         \
+	} while (0)
+#define FH_PROPS_9(p, q)                                                                  \
+	do {                                                                              \
+		FH_PROPS_8(p, q);                                                         \
+		(p)->forceFlush = (q).forceFlush;                                         \
+		(p)->vndevs = (q).vProps.ndevs;                                           \
+		(p)->vdevs_cap = (int)(sizeof((q).vProps.devs) / sizeof((q).vProps.devs[0])); \
+		for (int i_ = 0; i_ < (p)->vdevs_cap; i_++)                               \
+			(p)->vdevs[i_] = (q).vProps.devs[i_];                             \
+		(p)->maxP2pBytes = (q).maxP2pBytes;                                       \
+		(p)->maxCollBytes = (q).maxCollBytes;                                     \
+		(p)->have |= FH_HAVE_V9;                                                  \
+	} while (0)
+#define FH_PROPS_11(p, q)                                                                 \
+	do {                                                                              \
+		FH_PROPS_9(p, q);                                                         \
+		(p)->maxMultiRequestSize = (q).maxMultiRequestSize;                       \
+		(p)->have |= FH_HAVE_MULTIREQ;                                            \
+	} while (0)
+#define FH_PROPS_12(p, q)                                                                 \
+	do {                                                                              \
+		FH_PROPS_11(p, q);                                                        \
+		(p)->railId = (q).railId;                                                 \
+		(p)->planeId = (q).planeId;                                               \
+		(p)->have |= FH_HAVE_RAIL;                                                \
+	} while (0)
+
+/* The latest-style interface one version presents. */
+struct fh_net_ops {
+	int version;
+	const char *(*missing)(const fh_net_t *net);
+	const char *(*name)(const fh_net_t *net);
+	int (*has_optional)(const fh_net_t *net, const char *member);
+	ncclResult_t (*init)(fh_net_t *net, void **ctx);
+	ncclResult_t (*finalize)(fh_net_t *net, void *ctx);
+	ncclResult_t (*devices)(fh_net_t *net, int *ndev);
+	ncclResult_t (*get_properties)(fh_net_t *net, int dev, fh_props_t *p);
+	ncclResult_t (*listen)(fh_net_t *net, void *ctx, int dev, void *handle, void **lcomm);
+	ncclResult_t (*connect)(fh_net_t *net, void *ctx, int dev, void *handle, void **scomm,
+				ncclNetDeviceHandle_t **dhp);
+	ncclResult_t (*accept)(fh_net_t *net, void *lcomm, void **rcomm,
+			       ncclNetDeviceHandle_t **dhp);
+	ncclResult_t (*close_send)(fh_net_t *net, void *scomm);
+	ncclResult_t (*close_recv)(fh_net_t *net, void *rcomm);
+	ncclResult_t (*close_listen)(fh_net_t *net, void *lcomm);
+	ncclResult_t (*set_net_attr)(fh_net_t *net, void *ctx, ncclNetAttr_t *attr);
+	ncclResult_t (*reg_mr)(fh_net_t *net, void *comm, void *data, size_t size, int type,
+			       void **mhandle);
+	ncclResult_t (*reg_mr_dmabuf)(fh_net_t *net, void *comm, void *data, size_t size,
+				      int type, uint64_t offset, int fd, void **mhandle);
+	ncclResult_t (*dereg_mr)(fh_net_t *net, void *comm, void *mhandle);
+	ncclResult_t (*isend)(fh_net_t *net, void *scomm, void *data, size_t size, int tag,
+			      void *mhandle, void **request);
+	ncclResult_t (*irecv)(fh_net_t *net, void *rcomm, int n, void **data, size_t *sizes,
+			      int *tags, void **mhandles, void **request);
+	ncclResult_t (*iflush)(fh_net_t *net, void *rcomm, int n, void **data, int *sizes,
+			       void **mhandles, void **request);
+	ncclResult_t (*test)(fh_net_t *net, void *request, int *done, int *sizes);
+};
+
+/* NCCL hands a profiler callback from v10 on; without a profiler it returns
+ * no event handle. */
+static ncclResult_t fh_profiler_cb(void **eHandle, int type, void *pHandle, int64_t pluginId,
+				   void *extData)
 {
-	fprintf(stderr,
-		"harness: %s: NCCL net table version %d is unknown here (the harness drives "
-		"versions %d..%d); add its case to each switch in tools/harness/fh_net.c\n",
-		call, net->version, FH_VERSION_MIN, FH_VERSION_MAX);
-	return ncclInternalError;
+	(void)type;
+	(void)pHandle;
+	(void)pluginId;
+	(void)extData;
+	if (eHandle)
+		*eHandle = NULL;
+	return ncclSuccess;
 }
 
-/* Run the statement with `t` bound to the version's table type; only for
- * members whose signature is the same in every version that has them. An
- * unknown version runs `unknown` instead. */
-#define FH_DISPATCH(net, t, unknown, ...)                                                \
-	do {                                                                              \
-		switch ((net)->version) {                                                 \
-		case 6: { const ncclNet_v6_t *t = T6(net); __VA_ARGS__; } break;          \
-		case 7: { const ncclNet_v7_t *t = T7(net); __VA_ARGS__; } break;          \
-		case 8: { const ncclNet_v8_t *t = T8(net); __VA_ARGS__; } break;          \
-		case 9: { const ncclNet_v9_t *t = T9(net); __VA_ARGS__; } break;          \
-		case 10: { const ncclNet_v10_t *t = T10(net); __VA_ARGS__; } break;       \
-		case 11: { const ncclNet_v11_t *t = T11(net); __VA_ARGS__; } break;       \
-		case 12: { const ncclNet_v12_t *t = T12(net); __VA_ARGS__; } break;       \
-		default: unknown; break;                                                  \
-		}                                                                         \
-	} while (0)
+#define FH_T(N, net) const ncclNet_v##N##_t *t = (const ncclNet_v##N##_t *)(net)->table
 
-/* Same, for members that only exist from v7 on (v6: nothing runs). */
-#define FH_DISPATCH7(net, t, unknown, ...)                                               \
-	do {                                                                              \
-		switch ((net)->version) {                                                 \
-		case 6: break;                                                            \
-		case 7: { const ncclNet_v7_t *t = T7(net); __VA_ARGS__; } break;          \
-		case 8: { const ncclNet_v8_t *t = T8(net); __VA_ARGS__; } break;          \
-		case 9: { const ncclNet_v9_t *t = T9(net); __VA_ARGS__; } break;          \
-		case 10: { const ncclNet_v10_t *t = T10(net); __VA_ARGS__; } break;       \
-		case 11: { const ncclNet_v11_t *t = T11(net); __VA_ARGS__; } break;       \
-		case 12: { const ncclNet_v12_t *t = T12(net); __VA_ARGS__; } break;       \
-		default: unknown; break;                                                  \
-		}                                                                         \
-	} while (0)
+#define FH_VERSION_OPS_(N, P, INIT, CONN, REGMR, DATA, SINCE)                             \
+	/* Name of the first member NCCL would call without a NULL check that the    \
+	 * table leaves NULL, or NULL when the table is complete. */                 \
+	static const char *fh_v##N##_missing(const fh_net_t *net)                         \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		if (!t->name) return "name";                                              \
+		if (!t->init) return "init";                                              \
+		if (!t->devices) return "devices";                                        \
+		if (!t->getProperties) return "getProperties";                            \
+		if (!t->listen) return "listen";                                          \
+		if (!t->connect) return "connect";                                        \
+		if (!t->accept) return "accept";                                          \
+		if (!t->regMr) return "regMr";                                            \
+		if (!t->deregMr) return "deregMr";                                        \
+		if (!t->isend) return "isend";                                            \
+		if (!t->irecv) return "irecv";                                            \
+		if (!t->iflush) return "iflush";                                          \
+		if (!t->test) return "test";                                              \
+		if (!t->closeSend) return "closeSend";                                    \
+		if (!t->closeRecv) return "closeRecv";                                    \
+		if (!t->closeListen) return "closeListen";                                \
+		return FH_SINCE11_##SINCE(t->finalize ? NULL : "finalize", NULL);         \
+	}                                                                                 \
+	static const char *fh_v##N##_name(const fh_net_t *net)                            \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->name;                                                           \
+	}                                                                                 \
+	static int fh_v##N##_has_optional(const fh_net_t *net, const char *member)        \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		if (!strcmp(member, "regMrDmaBuf"))                                       \
+			return t->regMrDmaBuf != NULL;                                    \
+		if (!strcmp(member, "getDeviceMr"))                                       \
+			return FH_SINCE7_##SINCE(t->getDeviceMr != NULL, 0);              \
+		if (!strcmp(member, "irecvConsumed"))                                     \
+			return FH_SINCE7_##SINCE(t->irecvConsumed != NULL, 0);            \
+		if (!strcmp(member, "makeVDevice"))                                       \
+			return FH_SINCE9_##SINCE(t->makeVDevice != NULL, 0);              \
+		if (!strcmp(member, "finalize"))                                          \
+			return FH_SINCE11_##SINCE(t->finalize != NULL, 0);                \
+		if (!strcmp(member, "setNetAttr"))                                        \
+			return FH_SINCE11_##SINCE(t->setNetAttr != NULL, 0);              \
+		return 0;                                                                 \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_init(fh_net_t *net, void **ctx)                     \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		(void)ctx;                                                                \
+		return FH_INIT_##INIT(t, net, ctx);                                       \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_finalize(fh_net_t *net, void *ctx)                  \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		(void)t;                                                                  \
+		(void)ctx;                                                                \
+		return FH_SINCE11_##SINCE(t->finalize(ctx), ncclSuccess);                 \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_devices(fh_net_t *net, int *ndev)                   \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->devices(ndev);                                                  \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_get_properties(fh_net_t *net, int dev, fh_props_t *p) \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		ncclNetProperties_v##P##_t q;                                             \
+		memset(&q, 0, sizeof(q));                                                 \
+		ncclResult_t rc = t->getProperties(dev, &q);                              \
+		FH_PROPS_##P(p, q);                                                       \
+		return rc;                                                                \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_listen(fh_net_t *net, void *ctx, int dev, void *handle, \
+					     void **lcomm)                                \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		(void)ctx;                                                                \
+		return FH_LISTEN_##CONN(t, ctx, dev, handle, lcomm);                      \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_connect(fh_net_t *net, void *ctx, int dev, void *handle, \
+					      void **scomm, ncclNetDeviceHandle_t **dhp)  \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		(void)ctx;                                                                \
+		return FH_CONNECT_##CONN(t, net, ctx, dev, handle, scomm, dhp);           \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_accept(fh_net_t *net, void *lcomm, void **rcomm,    \
+					     ncclNetDeviceHandle_t **dhp)                 \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return FH_ACCEPT_##CONN(t, lcomm, rcomm, dhp);                            \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_close_send(fh_net_t *net, void *scomm)              \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->closeSend(scomm);                                               \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_close_recv(fh_net_t *net, void *rcomm)              \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->closeRecv(rcomm);                                               \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_close_listen(fh_net_t *net, void *lcomm)            \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->closeListen(lcomm);                                             \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_set_net_attr(fh_net_t *net, void *ctx,              \
+						   ncclNetAttr_t *attr)                   \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		(void)t;                                                                  \
+		(void)ctx;                                                                \
+		(void)attr;                                                               \
+		return FH_SINCE11_##SINCE(t->setNetAttr ? t->setNetAttr(ctx, attr)        \
+							: ncclInvalidUsage,               \
+					  ncclInvalidUsage);                              \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_reg_mr(fh_net_t *net, void *comm, void *data,       \
+					     size_t size, int type, void **mhandle)       \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return FH_REGMR_##REGMR(t, comm, data, size, type, mhandle);              \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_reg_mr_dmabuf(fh_net_t *net, void *comm, void *data, \
+						    size_t size, int type, uint64_t offset, \
+						    int fd, void **mhandle)               \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->regMrDmaBuf                                                     \
+			       ? t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle) \
+			       : ncclInvalidUsage;                                        \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_dereg_mr(fh_net_t *net, void *comm, void *mhandle)  \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->deregMr(comm, mhandle);                                         \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_isend(fh_net_t *net, void *scomm, void *data,       \
+					    size_t size, int tag, void *mhandle,          \
+					    void **request)                               \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return FH_ISEND_##DATA(t, scomm, data, size, tag, mhandle, request);      \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_irecv(fh_net_t *net, void *rcomm, int n, void **data, \
+					    size_t *sizes, int *tags, void **mhandles,    \
+					    void **request)                               \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		FH_IRECV_##DATA(t, rcomm, n, data, sizes, tags, mhandles, request);       \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_iflush(fh_net_t *net, void *rcomm, int n, void **data, \
+					     int *sizes, void **mhandles, void **request) \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->iflush(rcomm, n, data, sizes, mhandles, request);               \
+	}                                                                                 \
+	static ncclResult_t fh_v##N##_test(fh_net_t *net, void *request, int *done,       \
+					   int *sizes)                                    \
+	{                                                                                 \
+		FH_T(N, net);                                                             \
+		return t->test(request, done, sizes);                                     \
+	}                                                                                 \
+	static const struct fh_net_ops fh_ops_v##N = {                                    \
+		.version = N,                                                             \
+		.missing = fh_v##N##_missing,                                             \
+		.name = fh_v##N##_name,                                                   \
+		.has_optional = fh_v##N##_has_optional,                                   \
+		.init = fh_v##N##_init,                                                   \
+		.finalize = fh_v##N##_finalize,                                           \
+		.devices = fh_v##N##_devices,                                             \
+		.get_properties = fh_v##N##_get_properties,                               \
+		.listen = fh_v##N##_listen,                                               \
+		.connect = fh_v##N##_connect,                                             \
+		.accept = fh_v##N##_accept,                                               \
+		.close_send = fh_v##N##_close_send,                                       \
+		.close_recv = fh_v##N##_close_recv,                                       \
+		.close_listen = fh_v##N##_close_listen,                                   \
+		.set_net_attr = fh_v##N##_set_net_attr,                                   \
+		.reg_mr = fh_v##N##_reg_mr,                                               \
+		.reg_mr_dmabuf = fh_v##N##_reg_mr_dmabuf,                                 \
+		.dereg_mr = fh_v##N##_dereg_mr,                                           \
+		.isend = fh_v##N##_isend,                                                 \
+		.irecv = fh_v##N##_irecv,                                                 \
+		.iflush = fh_v##N##_iflush,                                               \
+		.test = fh_v##N##_test,                                                   \
+	};
 
-/* The unknown-version action of a dispatch whose result is `rc`. */
-#define FH_UNKNOWN_RC(net, rc) (rc) = fh_net_unknown_version((net), __func__)
+NCCL_NET_VERSIONS(FH_VERSION_OPS_)
+
+/* Every version of the list, by version - FH_VERSION_MIN. */
+#define FH_OPS_ENTRY_(N, ...) [(N) - FH_VERSION_MIN] = &fh_ops_v##N,
+static const struct fh_net_ops *const fh_ops[] = {NCCL_NET_VERSIONS(FH_OPS_ENTRY_)};
+_Static_assert(sizeof(fh_ops) / sizeof(fh_ops[0]) == FH_VERSION_MAX - FH_VERSION_MIN + 1,
+	       "one fh_ops per version");
 
 const char *fh_result_str(ncclResult_t rc)
 {
@@ -139,33 +461,6 @@ int fh_plugin_locate(const char *cli, char *out, size_t outlen)
 	return 0;
 }
 
-/* Name of the first member NCCL would call without a NULL check that the
- * table leaves NULL, or NULL when the table is complete. */
-static const char *fh_net_missing_member(const fh_net_t *net)
-{
-	const char *missing = NULL;
-	FH_DISPATCH(net, t, missing = "(every member: unknown version)",
-		    if (!t->name) missing = "name";
-		    else if (!t->init) missing = "init";
-		    else if (!t->devices) missing = "devices";
-		    else if (!t->getProperties) missing = "getProperties";
-		    else if (!t->listen) missing = "listen";
-		    else if (!t->connect) missing = "connect";
-		    else if (!t->accept) missing = "accept";
-		    else if (!t->regMr) missing = "regMr";
-		    else if (!t->deregMr) missing = "deregMr";
-		    else if (!t->isend) missing = "isend";
-		    else if (!t->irecv) missing = "irecv";
-		    else if (!t->iflush) missing = "iflush";
-		    else if (!t->test) missing = "test";
-		    else if (!t->closeSend) missing = "closeSend";
-		    else if (!t->closeRecv) missing = "closeRecv";
-		    else if (!t->closeListen) missing = "closeListen");
-	if (!missing && net->version >= 11 && !fh_net_has_finalize(net))
-		missing = "finalize";
-	return missing;
-}
-
 int fh_net_open(fh_net_t *net, const char *path, int version, char *err, size_t errlen)
 {
 	memset(net, 0, sizeof(*net));
@@ -175,6 +470,7 @@ int fh_net_open(fh_net_t *net, const char *path, int version, char *err, size_t 
 		return -1;
 	}
 	net->version = version;
+	net->ops = fh_ops[version - FH_VERSION_MIN];
 	snprintf(net->path, sizeof(net->path), "%s", path);
 	net->config.trafficClass = NCCL_NET_TRAFFIC_CLASS_UNDEF;
 	net->devcomm_mode = FH_DEVCOMM_PTR_TO_NULL;
@@ -197,7 +493,7 @@ int fh_net_open(fh_net_t *net, const char *path, int version, char *err, size_t 
 		net->dl = NULL;
 		return -1;
 	}
-	const char *missing = fh_net_missing_member(net);
+	const char *missing = net->ops->missing(net);
 	if (missing) {
 		snprintf(err, errlen, "%s.%s is NULL", sym, missing);
 		dlclose(net->dl);
@@ -219,9 +515,7 @@ void fh_net_unload(fh_net_t *net)
 
 const char *fh_net_name(const fh_net_t *net)
 {
-	const char *name = NULL;
-	FH_DISPATCH(net, t, (void)fh_net_unknown_version(net, __func__), name = t->name);
-	return name;
+	return net->ops->name(net);
 }
 
 int fh_net_max_requests(const fh_net_t *net)
@@ -241,77 +535,19 @@ const ncclFabricTools_v1_t *fh_net_tools(const fh_net_t *net)
 
 int fh_net_has_finalize(const fh_net_t *net)
 {
-	switch (net->version) {
-	case 6: case 7: case 8: case 9: case 10: return 0; /* no finalize member */
-	case 11: return T11(net)->finalize != NULL;
-	case 12: return T12(net)->finalize != NULL;
-	default: (void)fh_net_unknown_version(net, __func__); return 0;
-	}
+	return net->ops->has_optional(net, "finalize");
 }
 
 int fh_net_has_optional(const fh_net_t *net, const char *member)
 {
-	int has = 0;
-	int bad = 0; /* a version no case knows */
-	if (!strcmp(member, "regMrDmaBuf"))
-		FH_DISPATCH(net, t, bad = 1, has = t->regMrDmaBuf != NULL);
-	else if (!strcmp(member, "getDeviceMr"))
-		FH_DISPATCH7(net, t, bad = 1, has = t->getDeviceMr != NULL);
-	else if (!strcmp(member, "irecvConsumed"))
-		FH_DISPATCH7(net, t, bad = 1, has = t->irecvConsumed != NULL);
-	else if (!strcmp(member, "makeVDevice")) {
-		switch (net->version) {
-		case 6: case 7: case 8: break; /* no such member */
-		case 9: has = T9(net)->makeVDevice != NULL; break;
-		case 10: has = T10(net)->makeVDevice != NULL; break;
-		case 11: has = T11(net)->makeVDevice != NULL; break;
-		case 12: has = T12(net)->makeVDevice != NULL; break;
-		default: bad = 1; break;
-		}
-	} else if (!strcmp(member, "setNetAttr")) {
-		switch (net->version) {
-		case 6: case 7: case 8: case 9: case 10: break; /* no such member */
-		case 11: has = T11(net)->setNetAttr != NULL; break;
-		case 12: has = T12(net)->setNetAttr != NULL; break;
-		default: bad = 1; break;
-		}
-	}
-	if (bad)
-		(void)fh_net_unknown_version(net, __func__);
-	return has;
+	return net->ops->has_optional(net, member);
 }
 
 /* ------------------------------------------------------------ init / props */
 
-/* NCCL hands a profiler callback from v10 on; without a profiler it returns
- * no event handle. */
-static ncclResult_t fh_profiler_cb(void **eHandle, int type, void *pHandle, int64_t pluginId,
-				   void *extData)
-{
-	(void)type;
-	(void)pHandle;
-	(void)pluginId;
-	(void)extData;
-	if (eHandle)
-		*eHandle = NULL;
-	return ncclSuccess;
-}
-
 ncclResult_t fh_net_init_ctx(fh_net_t *net, void **ctx)
 {
-	switch (net->version) {
-	case 6: return T6(net)->init(fh_logger);
-	case 7: return T7(net)->init(fh_logger);
-	case 8: return T8(net)->init(fh_logger);
-	case 9: return T9(net)->init(fh_logger);
-	case 10: return T10(net)->init(fh_logger, fh_profiler_cb);
-	case 11:
-		return T11(net)->init(ctx, net->comm_id++, &net->config, fh_logger, fh_profiler_cb);
-	case 12:
-		return T12(net)->init(ctx, net->comm_id++, &net->config, fh_logger, fh_profiler_cb);
-	default:
-		return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->init(net, ctx);
 }
 
 ncclResult_t fh_net_init(fh_net_t *net)
@@ -322,116 +558,18 @@ ncclResult_t fh_net_init(fh_net_t *net)
 
 ncclResult_t fh_net_finalize(fh_net_t *net, void *ctx)
 {
-	switch (net->version) {
-	case 6: case 7: case 8: case 9: case 10: return ncclSuccess; /* no finalize member */
-	case 11: return T11(net)->finalize(ctx);
-	case 12: return T12(net)->finalize(ctx);
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->finalize(net, ctx);
 }
 
 ncclResult_t fh_net_devices(fh_net_t *net, int *ndev)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->devices(ndev));
-	return rc;
+	return net->ops->devices(net, ndev);
 }
-
-#define FH_COPY_V6(dst, src)                                                              \
-	do {                                                                              \
-		(dst)->name = (src).name;                                                 \
-		(dst)->pciPath = (src).pciPath;                                           \
-		(dst)->guid = (src).guid;                                                 \
-		(dst)->ptrSupport = (src).ptrSupport;                                     \
-		(dst)->speed = (src).speed;                                               \
-		(dst)->port = (src).port;                                                 \
-		(dst)->latency = (src).latency;                                           \
-		(dst)->maxComms = (src).maxComms;                                         \
-		(dst)->maxRecvs = (src).maxRecvs;                                         \
-	} while (0)
-
-#define FH_COPY_V9(dst, src, cap)                                                         \
-	do {                                                                              \
-		FH_COPY_V6(dst, src);                                                     \
-		(dst)->netDeviceType = (src).netDeviceType;                               \
-		(dst)->netDeviceVersion = (src).netDeviceVersion;                         \
-		(dst)->regIsGlobal = (src).regIsGlobal;                                   \
-		(dst)->forceFlush = (src).forceFlush;                                     \
-		(dst)->vndevs = (src).vProps.ndevs;                                       \
-		(dst)->vdevs_cap = (cap);                                                 \
-		for (int i_ = 0; i_ < (cap); i_++)                                        \
-			(dst)->vdevs[i_] = (src).vProps.devs[i_];                         \
-		(dst)->maxP2pBytes = (src).maxP2pBytes;                                   \
-		(dst)->maxCollBytes = (src).maxCollBytes;                                 \
-	} while (0)
 
 ncclResult_t fh_net_get_properties(fh_net_t *net, int dev, fh_props_t *p)
 {
-	ncclResult_t rc;
 	memset(p, 0, sizeof(*p));
-	switch (net->version) {
-	case 6: {
-		ncclNetProperties_v6_t q;
-		memset(&q, 0, sizeof(q));
-		rc = T6(net)->getProperties(dev, &q);
-		FH_COPY_V6(p, q);
-		break;
-	}
-	case 7: {
-		ncclNetProperties_v7_t q;
-		memset(&q, 0, sizeof(q));
-		rc = T7(net)->getProperties(dev, &q);
-		FH_COPY_V6(p, q);
-		p->netDeviceType = q.netDeviceType;
-		p->netDeviceVersion = q.netDeviceVersion;
-		p->have = FH_HAVE_NETDEVICE;
-		break;
-	}
-	case 8: {
-		ncclNetProperties_v8_t q;
-		memset(&q, 0, sizeof(q));
-		rc = T8(net)->getProperties(dev, &q);
-		FH_COPY_V6(p, q);
-		p->netDeviceType = q.netDeviceType;
-		p->netDeviceVersion = q.netDeviceVersion;
-		p->regIsGlobal = q.regIsGlobal;
-		p->have = FH_HAVE_NETDEVICE | FH_HAVE_REGISGLOBAL;
-		break;
-	}
-	case 9:
-	case 10: {
-		ncclNetProperties_v9_t q;
-		memset(&q, 0, sizeof(q));
-		rc = net->version == 9 ? T9(net)->getProperties(dev, &q)
-				       : T10(net)->getProperties(dev, &q);
-		FH_COPY_V9(p, q, NCCL_NET_MAX_DEVS_PER_NIC_V9);
-		p->have = FH_HAVE_NETDEVICE | FH_HAVE_REGISGLOBAL | FH_HAVE_V9;
-		break;
-	}
-	case 11: {
-		ncclNetProperties_v11_t q;
-		memset(&q, 0, sizeof(q));
-		rc = T11(net)->getProperties(dev, &q);
-		FH_COPY_V9(p, q, NCCL_NET_MAX_DEVS_PER_NIC_V9);
-		p->maxMultiRequestSize = q.maxMultiRequestSize;
-		p->have = FH_HAVE_NETDEVICE | FH_HAVE_REGISGLOBAL | FH_HAVE_V9 | FH_HAVE_MULTIREQ;
-		break;
-	}
-	case 12: {
-		ncclNetProperties_v12_t q;
-		memset(&q, 0, sizeof(q));
-		rc = T12(net)->getProperties(dev, &q);
-		FH_COPY_V9(p, q, NCCL_NET_MAX_DEVS_PER_NIC_V12);
-		p->maxMultiRequestSize = q.maxMultiRequestSize;
-		p->railId = q.railId;
-		p->planeId = q.planeId;
-		p->have = FH_HAVE_NETDEVICE | FH_HAVE_REGISGLOBAL | FH_HAVE_V9 | FH_HAVE_MULTIREQ |
-			  FH_HAVE_RAIL;
-		break;
-	}
-	default:
-		return fh_net_unknown_version(net, __func__);
-	}
+	ncclResult_t rc = net->ops->get_properties(net, dev, p);
 	if (rc == ncclSuccess && (p->have & FH_HAVE_NETDEVICE))
 		net->props_device_type = p->netDeviceType;
 	return rc;
@@ -441,16 +579,7 @@ ncclResult_t fh_net_get_properties(fh_net_t *net, int dev, fh_props_t *p)
 
 ncclResult_t fh_net_listen(fh_net_t *net, void *ctx, int dev, void *handle, void **lcomm)
 {
-	switch (net->version) {
-	case 6: return T6(net)->listen(dev, handle, lcomm);
-	case 7: return T7(net)->listen(dev, handle, lcomm);
-	case 8: return T8(net)->listen(dev, handle, lcomm);
-	case 9: return T9(net)->listen(dev, handle, lcomm);
-	case 10: return T10(net)->listen(dev, handle, lcomm);
-	case 11: return T11(net)->listen(ctx, dev, handle, lcomm);
-	case 12: return T12(net)->listen(ctx, dev, handle, lcomm);
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->listen(net, ctx, dev, handle, lcomm);
 }
 
 /* Records what a device handle returned from connect/accept looked like. */
@@ -467,17 +596,7 @@ ncclResult_t fh_net_connect(fh_net_t *net, void *ctx, int dev, void *handle, voi
 {
 	ncclNetDeviceHandle_t *dh = NULL;
 	ncclNetDeviceHandle_t **dhp = net->devcomm_mode == FH_DEVCOMM_NULL ? NULL : &dh;
-	ncclResult_t rc;
-	switch (net->version) {
-	case 6: return T6(net)->connect(dev, handle, scomm);
-	case 7: rc = T7(net)->connect(dev, handle, scomm, dhp); break;
-	case 8: rc = T8(net)->connect(dev, handle, scomm, dhp); break;
-	case 9: rc = T9(net)->connect(dev, handle, scomm, dhp); break;
-	case 10: rc = T10(net)->connect(dev, &net->config, handle, scomm, dhp); break;
-	case 11: rc = T11(net)->connect(ctx, dev, handle, scomm, dhp); break;
-	case 12: rc = T12(net)->connect(ctx, dev, handle, scomm, dhp); break;
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	ncclResult_t rc = net->ops->connect(net, ctx, dev, handle, scomm, dhp);
 	if (rc == ncclSuccess && *scomm)
 		fh_net_note_devcomm(net, dh);
 	return rc;
@@ -485,12 +604,9 @@ ncclResult_t fh_net_connect(fh_net_t *net, void *ctx, int dev, void *handle, voi
 
 ncclResult_t fh_net_accept(fh_net_t *net, void *lcomm, void **rcomm)
 {
-	if (net->version == 6)
-		return T6(net)->accept(lcomm, rcomm);
 	ncclNetDeviceHandle_t *dh = NULL;
 	ncclNetDeviceHandle_t **dhp = net->devcomm_mode == FH_DEVCOMM_NULL ? NULL : &dh;
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH7(net, t, FH_UNKNOWN_RC(net, rc), rc = t->accept(lcomm, rcomm, dhp));
+	ncclResult_t rc = net->ops->accept(net, lcomm, rcomm, dhp);
 	if (rc == ncclSuccess && *rcomm)
 		fh_net_note_devcomm(net, dh);
 	return rc;
@@ -498,33 +614,22 @@ ncclResult_t fh_net_accept(fh_net_t *net, void *lcomm, void **rcomm)
 
 ncclResult_t fh_net_close_send(fh_net_t *net, void *scomm)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeSend(scomm));
-	return rc;
+	return net->ops->close_send(net, scomm);
 }
 
 ncclResult_t fh_net_close_recv(fh_net_t *net, void *rcomm)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeRecv(rcomm));
-	return rc;
+	return net->ops->close_recv(net, rcomm);
 }
 
 ncclResult_t fh_net_close_listen(fh_net_t *net, void *lcomm)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->closeListen(lcomm));
-	return rc;
+	return net->ops->close_listen(net, lcomm);
 }
 
 ncclResult_t fh_net_set_net_attr(fh_net_t *net, void *ctx, ncclNetAttr_t *attr)
 {
-	switch (net->version) {
-	case 6: case 7: case 8: case 9: case 10: return ncclInvalidUsage; /* no such member */
-	case 11: return T11(net)->setNetAttr ? T11(net)->setNetAttr(ctx, attr) : ncclInvalidUsage;
-	case 12: return T12(net)->setNetAttr ? T12(net)->setNetAttr(ctx, attr) : ncclInvalidUsage;
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->set_net_attr(net, ctx, attr);
 }
 
 /* ------------------------------------------------------------ memory */
@@ -532,39 +637,18 @@ ncclResult_t fh_net_set_net_attr(fh_net_t *net, void *ctx, ncclNetAttr_t *attr)
 ncclResult_t fh_net_reg_mr(fh_net_t *net, void *comm, void *data, size_t size, int type,
 			   void **mhandle)
 {
-	if (net->version <= 7) {
-		if (size > INT_MAX)
-			return ncclInvalidArgument;
-		return net->version == 6 ? T6(net)->regMr(comm, data, (int)size, type, mhandle)
-					 : T7(net)->regMr(comm, data, (int)size, type, mhandle);
-	}
-	ncclResult_t rc = ncclSuccess;
-	switch (net->version) {
-	case 8: rc = T8(net)->regMr(comm, data, size, type, mhandle); break;
-	case 9: rc = T9(net)->regMr(comm, data, size, type, mhandle); break;
-	case 10: rc = T10(net)->regMr(comm, data, size, type, mhandle); break;
-	case 11: rc = T11(net)->regMr(comm, data, size, type, mhandle); break;
-	case 12: rc = T12(net)->regMr(comm, data, size, type, mhandle); break;
-	default: rc = fh_net_unknown_version(net, __func__); break;
-	}
-	return rc;
+	return net->ops->reg_mr(net, comm, data, size, type, mhandle);
 }
 
 ncclResult_t fh_net_reg_mr_dmabuf(fh_net_t *net, void *comm, void *data, size_t size, int type,
 				  uint64_t offset, int fd, void **mhandle)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc),
-		    rc = t->regMrDmaBuf ? t->regMrDmaBuf(comm, data, size, type, offset, fd, mhandle)
-					: ncclInvalidUsage);
-	return rc;
+	return net->ops->reg_mr_dmabuf(net, comm, data, size, type, offset, fd, mhandle);
 }
 
 ncclResult_t fh_net_dereg_mr(fh_net_t *net, void *comm, void *mhandle)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->deregMr(comm, mhandle));
-	return rc;
+	return net->ops->dereg_mr(net, comm, mhandle);
 }
 
 /* ------------------------------------------------------------ data path */
@@ -572,25 +656,7 @@ ncclResult_t fh_net_dereg_mr(fh_net_t *net, void *comm, void *mhandle)
 ncclResult_t fh_net_isend(fh_net_t *net, void *scomm, void *data, size_t size, int tag,
 			  void *mhandle, void **request)
 {
-	if (net->version <= 8) {
-		if (size > INT_MAX)
-			return ncclInvalidArgument;
-		ncclResult_t rc = ncclSuccess;
-		switch (net->version) {
-		case 6: rc = T6(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
-		case 7: rc = T7(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
-		case 8: rc = T8(net)->isend(scomm, data, (int)size, tag, mhandle, request); break;
-		default: rc = fh_net_unknown_version(net, __func__); break;
-		}
-		return rc;
-	}
-	switch (net->version) {
-	case 9: return T9(net)->isend(scomm, data, size, tag, mhandle, request);
-	case 10: return T10(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
-	case 11: return T11(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
-	case 12: return T12(net)->isend(scomm, data, size, tag, mhandle, NULL, request);
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->isend(net, scomm, data, size, tag, mhandle, request);
 }
 
 ncclResult_t fh_net_irecv(fh_net_t *net, void *rcomm, int n, void **data, size_t *sizes,
@@ -598,44 +664,16 @@ ncclResult_t fh_net_irecv(fh_net_t *net, void *rcomm, int n, void **data, size_t
 {
 	if (n < 1 || n > FH_MAX_GROUP)
 		return ncclInvalidArgument;
-	if (net->version <= 8) {
-		int isizes[FH_MAX_GROUP];
-		for (int i = 0; i < n; i++) {
-			if (sizes[i] > INT_MAX)
-				return ncclInvalidArgument;
-			isizes[i] = (int)sizes[i];
-		}
-		switch (net->version) {
-		case 6: return T6(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
-		case 7: return T7(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
-		case 8: return T8(net)->irecv(rcomm, n, data, isizes, tags, mhandles, request);
-		default: return fh_net_unknown_version(net, __func__);
-		}
-	}
-	/* NCCL 2.24+ may pre-store this to say "completion optional"; the plugin
-	 * must overwrite it with its request (or NULL to retry). */
-	*request = (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION;
-	void *phandles[FH_MAX_GROUP] = {0};
-	switch (net->version) {
-	case 9: return T9(net)->irecv(rcomm, n, data, sizes, tags, mhandles, request);
-	case 10: return T10(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
-	case 11: return T11(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
-	case 12: return T12(net)->irecv(rcomm, n, data, sizes, tags, mhandles, phandles, request);
-	default: return fh_net_unknown_version(net, __func__);
-	}
+	return net->ops->irecv(net, rcomm, n, data, sizes, tags, mhandles, request);
 }
 
 ncclResult_t fh_net_iflush(fh_net_t *net, void *rcomm, int n, void **data, int *sizes,
 			   void **mhandles, void **request)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->iflush(rcomm, n, data, sizes, mhandles, request));
-	return rc;
+	return net->ops->iflush(net, rcomm, n, data, sizes, mhandles, request);
 }
 
 ncclResult_t fh_net_test(fh_net_t *net, void *request, int *done, int *sizes)
 {
-	ncclResult_t rc = ncclSuccess;
-	FH_DISPATCH(net, t, FH_UNKNOWN_RC(net, rc), rc = t->test(request, done, sizes));
-	return rc;
+	return net->ops->test(net, request, done, sizes);
 }

@@ -8,7 +8,8 @@
  *
  * Modules:
  *   fh_net    plugin location, loading, and ONE latest-style call interface over
- *             every table version 6..12 (all per-version translation is there)
+ *             every table version of nccl_versions.h's list (all per-version
+ *             translation is there)
  *   fh_log    the logger handed to init(); counts WARN lines
  *   fh_ranks  forked ranks, out-of-band channel, watchdog
  *   fh_data   (seed, offset) byte patterns, guarded buffers
@@ -27,7 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "nccl_net.h"
+#include "nccl_versions.h"
 #include "nccl_fabric_tools.h"
 
 #define FH_OK 0
@@ -36,8 +37,9 @@
 
 #define FH_MAX_RANKS 8
 #define FH_MAX_GROUP 8 /* most buffers in one grouped receive we ever post */
-#define FH_VERSION_MIN 6
-#define FH_VERSION_MAX 12
+/* The versions of src/nccl/nccl_versions.h's list, oldest to newest. */
+#define FH_VERSION_MIN NCCL_NET_VERSION_MIN
+#define FH_VERSION_MAX NCCL_NET_VERSION_MAX
 #define FH_PLUGIN_FILE "libnccl-net-fabric.so"
 #define FH_REASON_MAX 768
 #define FH_NOTE_MAX 256
@@ -73,7 +75,7 @@ int fh_parse_size(const char *s, size_t *out);
 #define FH_HAVE_REGISGLOBAL 0x02u /* v8+ */
 #define FH_HAVE_V9 0x04u         /* v9+: forceFlush, vProps, maxP2pBytes, maxCollBytes */
 #define FH_HAVE_MULTIREQ 0x08u   /* v11+: maxMultiRequestSize */
-#define FH_HAVE_RAIL 0x10u       /* v12: railId, planeId */
+#define FH_HAVE_RAIL 0x10u       /* v12+: railId, planeId */
 
 /* Every version's properties, widened to the latest layout. */
 typedef struct fh_props {
@@ -93,7 +95,7 @@ typedef struct fh_props {
 	int netDeviceVersion;
 	int vndevs;
 	int vdevs[NCCL_NET_MAX_DEVS_PER_NIC_V12];
-	int vdevs_cap; /* 4 for v9-v11, 8 for v12 */
+	int vdevs_cap; /* 4 for v9-v11, 8 from v12 */
 	size_t maxP2pBytes;
 	size_t maxCollBytes;
 	int maxMultiRequestSize;
@@ -107,8 +109,11 @@ enum fh_devcomm_mode {
 	FH_DEVCOMM_NULL = 1,        /* the argument itself is NULL */
 };
 
+struct fh_net_ops; /* the version's calls (fh_net.c) */
+
 typedef struct fh_net {
-	int version; /* 6..12 */
+	int version; /* FH_VERSION_MIN..FH_VERSION_MAX */
+	const struct fh_net_ops *ops;
 	char path[4096];
 	void *dl;
 	const void *table; /* ncclNet_vN_t */

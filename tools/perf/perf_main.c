@@ -1143,11 +1143,12 @@ static void pf_usage(FILE *f)
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
 		"  --csv FILE        also write the results as CSV (one row per size and path:\n"
 		"                    plugin, raw, striped; rails, and vs_raw = GB/s over raw's)\n"
-		"  --version V       table version to use, 6..12 (default 12)\n"
+		"  --version V       table version to use, %d..%d (default %d)\n"
 		"  --dev N           device (default 0)\n"
 		"GB/s is 1e9 bytes per second, one direction; plugin/raw is the plugin's\n"
 		"bandwidth as a fraction of raw libfabric's in the same run. Exit 0 ok,\n"
-		"1 failure, 77 no device.\n");
+		"1 failure, 77 no device.\n",
+		FH_VERSION_MIN, FH_VERSION_MAX, FH_VERSION_MAX);
 }
 
 int main(int argc, char **argv)
