@@ -97,6 +97,9 @@ const struct th_profile *th_profile(void);
  * hints ask for what the profile lacks). */
 int th_profile_entries(const struct th_profile *p, const struct fi_info *hints,
 		       struct fi_info *base_entry, struct fi_info ***tail);
+/* TESTHMEM_RX_CQ_DATA=required: the profile's FI_RX_CQ_DATA (efa-direct on a
+ * device without unsolicited write receives) is required, and enforced. */
+int th_profile_rx_cq_data(const struct th_profile *p);
 /* Whether writedata may run (cxi: FI_CXI_ENABLE_WRITEDATA=1). */
 int th_profile_writedata_ok(const struct th_profile *p);
 /* Provider keys: a new one for the registration of [va, va+len), unique on the
@@ -207,6 +210,16 @@ struct th_domain {
 	/* virtual addresses reach a base that takes offsets: translated with
 	 * the host's key table */
 	int virt_xlate;
+	/* the profile's queue depths (th_rules.c; 0: no limit), message and
+	 * completion reordering (pseudo-random, seeded), FI_RX_CQ_DATA */
+	size_t tx_depth, rx_depth;
+	int reorder; /* TH_REORDER_* */
+	uint64_t rng_seed;
+	atomic_ulong rng_ctr;
+	int rx_cq_data;
+	pthread_mutex_t eps_lock; /* eps */
+	struct th_ep *eps;	  /* open endpoints, for th_rules_progress */
+	atomic_int deferred;	  /* endpoints holding a send or a notice back */
 };
 
 /* Around each data call and CQ read: one at a time over shm (serialize). */
@@ -282,6 +295,15 @@ struct th_cq {
 	atomic_int nerrs;
 	char err_text[TH_ERR_TEXT]; /* err_data of the last error entry we wrote */
 	const void *err_data_ours;  /* where that err_data went (strerror knows it) */
+	/* th_rules.c: the operations posted to endpoints bound to this CQ whose
+	 * completion the consumer has not read yet (queue depths), and the
+	 * completion held back (reordering) */
+	pthread_mutex_t track_lock;
+	struct th_track **track;
+	pthread_mutex_t hold_lock;
+	int held;
+	struct fi_cq_tagged_entry held_ent; /* in the caller's format */
+	fi_addr_t held_src;
 };
 
 /* Queues an error completion; fi_cq_read answers -FI_EAVAIL until it is read. */
@@ -301,6 +323,14 @@ struct th_ep {
 	int tx_selective, rx_selective;
 	int p2p_set, p2p_value;
 	int notes_posted; /* cuda mode: notice receives posted at enable (th_rma.c) */
+	/* th_rules.c: posted and not yet read (under the CQ's track_lock), the
+	 * send held back, notices of writes waiting for room */
+	size_t tx_out, rx_out;
+	pthread_mutex_t hold_lock;
+	struct th_held *held;
+	uint64_t held_ns;
+	struct th_notice *notices, *notices_tail;
+	struct th_ep *next_ep, *prev_ep;
 };
 
 static inline int th_mr_is_cuda(const struct th_mr *mr)
@@ -313,6 +343,57 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info,
 		   struct fid_domain **domain, void *context);
 struct th_mr *th_domain_find_cuda(struct th_domain *dom, const void *buf, size_t len);
 void th_count(struct th_domain *dom, const struct th_mr *mr, int is_recv, size_t bytes);
+
+/* ---- profile rules that keep state (th_rules.c) ---- */
+
+#define TH_REORDER_SENDS 1
+#define TH_REORDER_COMPS 2
+
+struct th_track;
+struct th_held;
+struct th_notice;
+
+/* At fi_domain: queue depths, reordering, FI_RX_CQ_DATA from the profile and env. */
+void th_rules_domain_init(struct th_domain *dom, const struct fi_info *info);
+void th_rules_domain_fini(struct th_domain *dom);
+void th_rules_ep_open(struct th_ep *ep);
+void th_rules_ep_close(struct th_ep *ep);
+void th_rules_cq_open(struct th_cq *cq);
+void th_rules_cq_close(struct th_cq *cq);
+/* An operation about to be posted whose completion the consumer will read (rx:
+ * a receive): 1 counted, 0 not counted (no limit, no CQ), -FI_EAGAIN the queue
+ * is full. th_q_undo takes a count back when the post then failed. */
+int th_q_take(struct th_ep *ep, int rx, void *ctx, int multi);
+void th_q_undo(struct th_ep *ep, int rx, void *ctx);
+/* n entries in the caller's format handed to the consumer: their operations
+ * leave the queues; one error entry likewise. */
+void th_q_done(struct th_cq *cq, const void *buf, ssize_t n);
+void th_q_done_err(struct th_cq *cq, const struct fi_cq_err_entry *e);
+/* fi_tx_size_left/fi_rx_size_left under a depth: what is left; -1 none. */
+ssize_t th_q_left(struct th_ep *ep, int rx);
+/* A send on a profile without ordering (host path): posted, or held back to
+ * follow the next one. flags: the msg call's. */
+ssize_t th_reorder_send(struct th_ep *ep, int tagged, const struct iovec *iov, void **desc,
+			size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
+			void *context, uint64_t flags);
+/* Posts what was held back: all of it (force), or what waited long enough. */
+void th_rules_progress(struct th_domain *dom, int force);
+/* fi_cancel: a held send goes out first, so the base can cancel it. */
+void th_rules_cancel(struct th_ep *ep, void *context);
+/* CQ reads with completion reordering (the inner read is the unreordered one). */
+typedef ssize_t (*th_cq_reader)(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src);
+ssize_t th_cq_read_reorder(struct th_cq *cq, void *buf, size_t count, fi_addr_t *src,
+			   th_cq_reader inner);
+/* sread: a held completion is returned at once; 0 when none is held. */
+ssize_t th_cq_take_held(struct th_cq *cq, void *buf, size_t count, fi_addr_t *src);
+/* FI_RX_CQ_DATA: after a write with CQ data was posted, its notice (an empty
+ * untagged message carrying the data and length) consumes a receive at the
+ * target; th_rx_cq_data_rewrite makes the target's entry a remote write's. */
+#define TH_NOTICE_MARK (1ULL << 63)
+void th_notice_send(struct th_ep *ep, fi_addr_t dest, uint64_t data, size_t len);
+void th_rx_cq_data_rewrite(struct th_cq *cq, void *buf, ssize_t n);
+/* The pseudo-random choice: 1 in `one_in`. */
+int th_rules_coin(struct th_domain *dom, unsigned one_in);
 
 /* th_ep.c */
 int th_endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid_ep **ep,

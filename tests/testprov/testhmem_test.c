@@ -1946,6 +1946,53 @@ static struct fid_mr *profile_reg(struct side *s, void *buf, size_t len, uint64_
 	return mr;
 }
 
+/* Reads side s's CQ straight (no pending list): the successful completions
+ * read, each counted in *recvs or *sends; an error completion fails. */
+static int drain_once(struct side *s, int *recvs, int *sends)
+{
+	struct fi_cq_tagged_entry t[16];
+	ssize_t n = fi_cq_read(s->cq, t, s->format == FI_CQ_FORMAT_TAGGED ? 16 : 8), i;
+	size_t esz = s->format == FI_CQ_FORMAT_TAGGED ? sizeof(struct fi_cq_tagged_entry)
+						      : sizeof(struct fi_cq_data_entry);
+
+	if (n == -FI_EAVAIL) {
+		struct fi_cq_err_entry err;
+
+		memset(&err, 0, sizeof(err));
+		fi_cq_readerr(s->cq, &err, 0);
+		fprintf(stderr, "drain: completion error %s\n", fi_strerror(err.err));
+		failures++;
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		const struct fi_cq_msg_entry *m = (const void *)((const char *)t + (size_t)i * esz);
+
+		if (m->flags & FI_RECV)
+			(*recvs)++;
+		else
+			(*sends)++;
+	}
+	return n > 0 ? (int)n : 0;
+}
+
+/* Progresses both sides until B has read `recvs` receive completions and A
+ * `sends` send completions. */
+static void drain(int recvs, int sends)
+{
+	int r = 0, s = 0, dummy = 0;
+	time_t start = time(NULL);
+
+	while (r < recvs || s < sends) {
+		drain_once(&A, &dummy, &s);
+		drain_once(&B, &r, &dummy);
+		if (time(NULL) - start > 30) {
+			fprintf(stderr, "drain: timeout (%d of %d receives, %d of %d sends)\n", r,
+				recvs, s, sends);
+			exit(1);
+		}
+	}
+}
+
 static int test_profile(void)
 {
 	const char *name = getenv("TESTHMEM_PROFILE");
@@ -1968,6 +2015,8 @@ static int test_profile(void)
 		return SKIP;
 	}
 	log_reset();
+	/* both halves of the reordering (held sends are opt-in) */
+	setenv("TESTHMEM_REORDER", "all", 0);
 	uint64_t caps = FI_MSG | FI_RMA | (w->tag_bits ? FI_TAGGED : 0);
 
 	/* getinfo: the hint rules */
@@ -2002,8 +2051,18 @@ static int test_profile(void)
 		fi_freeinfo(h);
 	}
 
+	/* TESTHMEM_RX_CQ_DATA=required: efa-direct's FI_RX_CQ_DATA, to hints
+	 * that offer it only */
+	const char *rcd = getenv("TESTHMEM_RX_CQ_DATA");
+	int rx_cq_data = rcd && !strcmp(rcd, "required") && !strcmp(w->name, "efa-direct");
+
+	if (rx_cq_data)
+		CHECK(!profile_finds(profile_hints(caps)));
 	/* the entry */
 	struct fi_info *h = profile_hints(caps);
+
+	if (rx_cq_data)
+		h->mode |= FI_RX_CQ_DATA;
 
 	h->domain_attr->cq_data_size = w->cq_data;
 	MUST(fi_getinfo(API_VERSION, NULL, NULL, 0, h, &info));
@@ -2021,6 +2080,7 @@ static int test_profile(void)
 	CHECK((info->domain_attr->mr_mode & w->mr_required) == w->mr_required);
 	CHECK(!(info->domain_attr->mr_mode & ~(w->mr_required | FI_MR_LOCAL)));
 	CHECK((info->mode & (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)) == w->mode);
+	CHECK(!!(info->mode & FI_RX_CQ_DATA) == rx_cq_data);
 	CHECK(info->tx_attr->inject_size == w->inject);
 	CHECK(info->tx_attr->iov_limit == w->iov_limit);
 	CHECK(!!(info->caps & FI_TAGGED) == !!w->tag_bits);
@@ -2137,6 +2197,90 @@ static int test_profile(void)
 		}
 	}
 
+	/* queue depths: a post beyond size answers -FI_EAGAIN until the consumer
+	 * reads completions */
+	{
+		size_t depth = info->rx_attr->size, sent = 0;
+		struct fi_context2 *q = calloc(2 * depth + 4, sizeof(*q));
+		ssize_t r = 0;
+
+		CHECK(q && depth && info->tx_attr->size == depth);
+		for (i = 0; i < depth; i++) {
+			r = fi_recv(B.ep, b_buf + (i % 256) * 64, 64, bd, B.peer, &q[i]);
+			if (r)
+				break;
+		}
+		CHECK(i == depth && !r);
+		CHECK_RET(fi_recv(B.ep, b_buf, 64, bd, B.peer, &q[depth]), -FI_EAGAIN);
+		CHECK(B.ep->ops->rx_size_left(B.ep) == 0);
+		/* sends without reading A's CQ: the depth's worth go out */
+		fill(a_buf, 64, 6, 0);
+		while (sent <= depth) {
+			r = fi_send(A.ep, a_buf, 64, ad, A.peer, &q[depth + 1 + sent]);
+			if (r)
+				break;
+			sent++;
+		}
+		printf("queues: depth %zu, %zu sends posted before %s\n", depth, sent,
+		       fi_strerror((int)-r));
+		CHECK(r == -FI_EAGAIN && sent == depth);
+		CHECK(A.ep->ops->tx_size_left(A.ep) == 0);
+		/* the receives and sends complete; read, there is room again */
+		drain((int)sent, (int)sent);
+		CHECK(B.ep->ops->rx_size_left(B.ep) == (ssize_t)depth);
+		CHECK(A.ep->ops->tx_size_left(A.ep) == (ssize_t)depth);
+		POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &q[0]));
+		POST(fi_send(A.ep, a_buf, 64, ad, A.peer, &q[1]));
+		wait_comp(&B, &q[0]);
+		wait_comp(&A, &q[1]);
+		free(q);
+	}
+
+	/* message order: on a profile without FI_ORDER_SAS two sends may arrive
+	 * the other way round (and tagged receives still match by tag); never on
+	 * one with it */
+	{
+		int unordered = !strcmp(w->name, "efa-direct") || !strcmp(w->name, "opx");
+		int swapped = 0, tries = 200;
+
+		CHECK(!!(info->tx_attr->msg_order & FI_ORDER_SAS) == !unordered);
+		for (int t = 0; t < tries; t++) {
+			a_buf[0] = 1;
+			a_buf[64] = 2;
+			b_buf[0] = b_buf[64] = 0;
+			POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &ctx[3]));
+			POST(fi_recv(B.ep, b_buf + 64, 64, bd, B.peer, &ctx[4]));
+			POST(fi_send(A.ep, a_buf, 64, ad, A.peer, &ctx[5]));
+			POST(fi_send(A.ep, a_buf + 64, 64, ad, A.peer, &ctx[6]));
+			wait_comp(&B, &ctx[3]);
+			wait_comp(&B, &ctx[4]);
+			wait_comp(&A, &ctx[5]);
+			wait_comp(&A, &ctx[6]);
+			CHECK((b_buf[0] == 1 && b_buf[64] == 2) || (b_buf[0] == 2 && b_buf[64] == 1));
+			swapped += b_buf[0] == 2;
+			if (w->tag_bits) {
+				/* by tag, whatever the order */
+				b_buf[0] = b_buf[64] = 0;
+				POST(fi_trecv(B.ep, b_buf, 64, bd, B.peer, 1, 0, &ctx[3]));
+				POST(fi_trecv(B.ep, b_buf + 64, 64, bd, B.peer, 2, 0, &ctx[4]));
+				POST(fi_tsend(A.ep, a_buf, 64, ad, A.peer, 1, &ctx[5]));
+				POST(fi_tsend(A.ep, a_buf + 64, 64, ad, A.peer, 2, &ctx[6]));
+				wait_comp(&B, &ctx[3]);
+				wait_comp(&B, &ctx[4]);
+				wait_comp(&A, &ctx[5]);
+				wait_comp(&A, &ctx[6]);
+				CHECK(b_buf[0] == 1 && b_buf[64] == 2);
+			}
+		}
+		printf("order: %d of %d message pairs arrived swapped\n", swapped, tries);
+		if (unordered && getenv("TESTHMEM_REORDER") && !strcmp(getenv("TESTHMEM_REORDER"), "0"))
+			CHECK(swapped == 0);
+		else if (unordered)
+			CHECK(swapped > 0);
+		else
+			CHECK(swapped == 0);
+	}
+
 	/* RMA write with CQ data: only cq_data bytes of it arrive, with the length */
 	uint64_t off = 8192, raddr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
 					     ? (uint64_t)(uintptr_t)(b_buf + off)
@@ -2154,6 +2298,45 @@ static int test_profile(void)
 		CHECK(rule_logged("writedata-disabled") == 1);
 		setenv("FI_CXI_ENABLE_WRITEDATA", "1", 1);
 	}
+	if (rx_cq_data) {
+		/* FI_RX_CQ_DATA: the write's completion takes a posted receive */
+		POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &ctx[3]));
+		POST(fi_writedata(A.ep, a_buf, wlen, ad, data, A.peer, raddr, bkey, &ctx[1]));
+		wait_comp(&A, &ctx[1]);
+		c = wait_comp(&B, &ctx[3]);
+		CHECK((c.flags & (FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA)) ==
+		      (FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA));
+		CHECK(!(c.flags & FI_RECV));
+		CHECK(c.len == wlen && c.data == want_data);
+		verify(b_buf + off, wlen, 4, 0, 0, "writedata into a receive");
+		/* none posted: it waits (RNR), and completes once one is */
+		zero(b_buf + off, wlen, 0);
+		POST(fi_writedata(A.ep, a_buf, wlen, ad, data + 1, A.peer, raddr, bkey, &ctx[1]));
+		wait_comp(&A, &ctx[1]);
+		settle();
+		for (i = 0; i < (size_t)pend_b.n; i++)
+			CHECK(!(pend_b.c[i].flags & FI_REMOTE_CQ_DATA));
+		POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &ctx[4]));
+		c = wait_comp(&B, &ctx[4]);
+		CHECK((c.flags & FI_REMOTE_WRITE) && c.len == wlen && c.data == want_data + 1);
+		verify(b_buf + off, wlen, 4, 0, 0, "writedata waiting for a receive");
+		/* messages and writes take receives in their order */
+		POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &ctx[5]));
+		POST(fi_recv(B.ep, b_buf + 64, 64, bd, B.peer, &ctx[6]));
+		POST(fi_writedata(A.ep, a_buf, wlen, ad, data, A.peer, raddr, bkey, &ctx[1]));
+		POST(fi_send(A.ep, a_buf, 64, ad, A.peer, &ctx[2]));
+		wait_comp(&A, &ctx[1]);
+		wait_comp(&A, &ctx[2]);
+		c = wait_comp(&B, &ctx[5]);
+		CHECK((c.flags & FI_REMOTE_WRITE) && c.len == wlen);
+		c = wait_comp(&B, &ctx[6]);
+		CHECK((c.flags & FI_RECV) && c.len == 64);
+		/* the same for an inject */
+		POST(fi_recv(B.ep, b_buf, 64, bd, B.peer, &ctx[3]));
+		POST(fi_inject_writedata(A.ep, a_buf, 8, data, A.peer, raddr, bkey));
+		c = wait_comp(&B, &ctx[3]);
+		CHECK((c.flags & FI_REMOTE_WRITE) && c.len == 8 && c.data == want_data);
+	} else {
 	POST(fi_writedata(A.ep, a_buf, wlen, ad, data, A.peer, raddr, bkey, &ctx[1]));
 	wait_comp(&A, &ctx[1]);
 	for (;;) {
@@ -2177,6 +2360,7 @@ static int test_profile(void)
 	if (w->cq_data < 8)
 		CHECK(c.len == wlen); /* the size is summed from the lengths */
 	verify(b_buf + off, wlen, 4, 0, 0, "writedata");
+	}
 
 	/* the other kind of address (an offset where VAs are due, a VA where
 	 * offsets are) lands in no registration */

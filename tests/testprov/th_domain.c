@@ -761,9 +761,12 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 static ssize_t th_cq_readfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			      fi_addr_t *src_addr)
 {
-	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	struct th_domain *dom = cq->domain;
 	th_serial_enter(dom);
-	ssize_t n = th_cq_readfrom_unlocked(cq_fid, buf, count, src_addr);
+	th_rules_progress(dom, 0);
+	ssize_t n = th_cq_read_reorder(cq, buf, count, src_addr, th_cq_readfrom_unlocked);
+	th_q_done(cq, buf, n);
 	th_serial_leave(dom);
 	return n;
 }
@@ -785,8 +788,10 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 			     : fi_cq_read(cq->base, buf, count);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
-		if (n > 0)
+		if (n > 0) {
+			th_rx_cq_data_rewrite(cq, buf, n);
 			th_cq_mask(cq, buf, n);
+		}
 		return n;
 	}
 	if (count > TH_CQ_BATCH)
@@ -801,8 +806,10 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 		if (n <= 0)
 			return n;
 		out = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
-		if (out > 0)
+		if (out > 0) {
+			th_rx_cq_data_rewrite(cq, buf, out);
 			th_cq_mask(cq, buf, out);
+		}
 		/* a full batch of completions nobody asked for: there may be more */
 		if (out != -FI_EAGAIN || (size_t)n < count)
 			return out;
@@ -814,8 +821,26 @@ static ssize_t th_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 	return th_cq_readfrom(cq_fid, buf, count, NULL);
 }
 
+static ssize_t th_cq_sreadfrom_inner(struct fid_cq *cq_fid, void *buf, size_t count,
+				     fi_addr_t *src_addr, const void *cond, int timeout);
+
 static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			       fi_addr_t *src_addr, const void *cond, int timeout)
+{
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	ssize_t n;
+
+	/* nothing held back while the consumer blocks */
+	th_rules_progress(cq->domain, 1);
+	n = th_cq_take_held(cq, buf, count, src_addr);
+	if (!n)
+		n = th_cq_sreadfrom_inner(cq_fid, buf, count, src_addr, cond, timeout);
+	th_q_done(cq, buf, n);
+	return n;
+}
+
+static ssize_t th_cq_sreadfrom_inner(struct fid_cq *cq_fid, void *buf, size_t count,
+				     fi_addr_t *src_addr, const void *cond, int timeout)
 {
 	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
 	struct fi_cq_tagged_entry ents[TH_CQ_BATCH];
@@ -827,8 +852,10 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 			     : fi_cq_sread(cq->base, buf, count, cond, timeout);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
-		if (n > 0)
+		if (n > 0) {
+			th_rx_cq_data_rewrite(cq, buf, n);
 			th_cq_mask(cq, buf, n);
+		}
 		return n;
 	}
 	th_rma_progress(cq->domain);
@@ -840,8 +867,10 @@ static ssize_t th_cq_sreadfrom(struct fid_cq *cq_fid, void *buf, size_t count,
 	if (n <= 0)
 		return n;
 	n = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
-	if (n > 0)
+	if (n > 0) {
+		th_rx_cq_data_rewrite(cq, buf, n);
 		th_cq_mask(cq, buf, n);
+	}
 	return n;
 }
 
@@ -857,9 +886,12 @@ static ssize_t th_cq_readerr_unlocked(struct fid_cq *cq_fid, struct fi_cq_err_en
 static ssize_t th_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 			     uint64_t flags)
 {
-	struct th_domain *dom = container_of(cq_fid, struct th_cq, cq_fid)->domain;
+	struct th_cq *cq = container_of(cq_fid, struct th_cq, cq_fid);
+	struct th_domain *dom = cq->domain;
 	th_serial_enter(dom);
 	ssize_t n = th_cq_readerr_unlocked(cq_fid, buf, flags);
+	if (n == 1)
+		th_q_done_err(cq, buf);
 	th_serial_leave(dom);
 	return n;
 }
@@ -958,6 +990,7 @@ static int th_cq_close(struct fid *fid)
 		free(q);
 	}
 	pthread_mutex_destroy(&cq->err_lock);
+	th_rules_cq_close(cq);
 	atomic_fetch_sub(&cq->domain->ref, 1);
 	free(cq);
 	return 0;
@@ -1021,6 +1054,7 @@ static int th_cq_open(struct fid_domain *domain, struct fi_cq_attr *attr, struct
 		free(cq);
 		return ret;
 	}
+	th_rules_cq_open(cq);
 	cq->cq_fid.fid.fclass = FI_CLASS_CQ;
 	cq->cq_fid.fid.context = context;
 	cq->cq_fid.fid.ops = &th_cq_fi_ops;
@@ -1158,6 +1192,7 @@ static int th_domain_close(struct fid *fid)
 	atomic_fetch_sub(&dom->fabric->ref, 1);
 	pthread_mutex_destroy(&dom->lock);
 	pthread_mutex_destroy(&dom->serial);
+	th_rules_domain_fini(dom);
 	free(dom);
 	return 0;
 }
@@ -1311,6 +1346,7 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 				  !(dom->base_mr_mode & FI_MR_VIRT_ADDR);
 	}
 	pthread_mutex_init(&dom->lock, NULL);
+	th_rules_domain_init(dom, info);
 	dom->serialize = !strcmp(fab->base_name, "shm");
 	pthread_mutexattr_t ma;
 	pthread_mutexattr_init(&ma);

@@ -530,8 +530,31 @@ static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *x);
 static ssize_t th_xfer(struct th_ep *ep, const struct th_xfer *x)
 {
 	struct th_domain *sd = ep->domain;
+	struct th_xfer own;
+	int want, counted = 0;
+	uint64_t flags = th_xfer_flags(ep, x, &want);
+
 	th_serial_enter(sd);
+	/* the queue depth: what will complete to the consumer takes a slot */
+	if (want && !(flags & FI_PEEK)) {
+		counted = th_q_take(ep, x->is_recv, x->context,
+				    x->is_recv && (flags & FI_MULTI_RECV));
+		if (counted < 0) {
+			th_trace_post(sd, x->name, 0, -1, 0, x->tag, x->context, counted);
+			th_serial_leave(sd);
+			return counted;
+		}
+	}
+	if (sd->rx_cq_data && !x->tagged && !x->is_recv && (flags & FI_REMOTE_CQ_DATA)) {
+		/* FI_RX_CQ_DATA: only write notices carry the mark (bytes past the
+		 * CQ data size never arrive anyway) */
+		own = *x;
+		own.data &= ~TH_NOTICE_MARK;
+		x = &own;
+	}
 	ssize_t ret = th_xfer_unlocked(ep, x);
+	if (ret && counted > 0)
+		th_q_undo(ep, x->is_recv, x->context);
 	th_serial_leave(sd);
 	return ret;
 }
@@ -602,6 +625,14 @@ static ssize_t th_xfer_unlocked(struct th_ep *ep, const struct th_xfer *xin)
 	th_ctx_claim(dom, x->context);
 	if (dom->cuda && cmr) {
 		ret = th_xfer_bounce(ep, x, dev, first_dev, total);
+	} else if ((dom->reorder & TH_REORDER_SENDS) && !x->is_recv && !(x->call == TH_CALL_MSG && (x->flags & FI_INJECT))) {
+		/* no ordering: the send may be held back to follow the next one */
+		uint64_t flags = x->call == TH_CALL_MSG ? x->flags : ep->tx_op_flags;
+
+		if (x->call == TH_CALL_DATA)
+			flags |= FI_REMOTE_CQ_DATA;
+		ret = th_reorder_send(ep, x->tagged, x->iov, bdesc, x->count, x->addr, x->tag,
+				      x->data, x->context, flags);
 	} else if (x->tagged && x->is_recv) {
 		if (x->call == TH_CALL_PLAIN)
 			ret = fi_trecv(ep->base, x->iov[0].iov_base, x->iov[0].iov_len, bdesc[0],
@@ -710,6 +741,8 @@ static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged
 		}
 		buf = tmp;
 	}
+	if (dom->rx_cq_data && !tagged)
+		data &= ~TH_NOTICE_MARK; /* only write notices carry it */
 	if (tagged)
 		ret = has_data ? fi_tinjectdata(ep->base, buf, len, data, dest, tag)
 			       : fi_tinject(ep->base, buf, len, dest, tag);
@@ -1003,8 +1036,22 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r);
 static ssize_t th_rma(struct th_ep *ep, const struct th_rma *r)
 {
 	struct th_domain *sd = ep->domain;
+	uint64_t flags = r->call == TH_CALL_MSG ? r->flags : ep->tx_op_flags;
+	int counted = 0;
+
 	th_serial_enter(sd);
+	/* the transmit queue's depth, for what completes to the consumer */
+	if (!ep->tx_selective || (flags & FI_COMPLETION)) {
+		counted = th_q_take(ep, 0, r->context, 0);
+		if (counted < 0) {
+			th_trace_post(sd, r->name, 0, -1, 0, 0, r->context, counted);
+			th_serial_leave(sd);
+			return counted;
+		}
+	}
 	ssize_t ret = th_rma_unlocked(ep, r);
+	if (ret && counted > 0)
+		th_q_undo(ep, 0, r->context);
 	th_serial_leave(sd);
 	return ret;
 }
@@ -1099,7 +1146,19 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 		else if (r->call == TH_CALL_V)
 			ret = fi_writev(ep->base, r->iov, bdesc, r->count, r->addr,
 					r->rma_iov[0].addr, r->rma_iov[0].key, r->context);
-		else if (r->call == TH_CALL_DATA)
+		else if (dom->rx_cq_data &&
+			 (r->call == TH_CALL_DATA || (r->flags & FI_REMOTE_CQ_DATA))) {
+			/* FI_RX_CQ_DATA: the write, then its notice, which
+			 * consumes a receive at the target (th_rules.c) */
+			uint64_t f = (r->call == TH_CALL_MSG ? r->flags : ep->tx_op_flags) &
+				     ~FI_REMOTE_CQ_DATA;
+			struct fi_msg_rma m = { r->iov, bdesc, r->count, r->addr, r->rma_iov,
+						r->rma_count, r->context, 0 };
+
+			ret = fi_writemsg(ep->base, &m, f);
+			if (!ret)
+				th_notice_send(ep, r->addr, r->data, total);
+		} else if (r->call == TH_CALL_DATA)
 			ret = fi_writedata(ep->base, r->iov[0].iov_base, r->iov[0].iov_len,
 					   bdesc[0], r->data, r->addr, r->rma_iov[0].addr,
 					   r->rma_iov[0].key, r->context);
@@ -1272,8 +1331,15 @@ static ssize_t th_rma_inject_unlocked(struct th_ep *ep, const void *buf, size_t 
 	}
 	if (has_data && dom->cq_data_mask != ~0ULL)
 		data = (data & dom->cq_data_mask) | (uint64_t)(uint32_t)len << 32; /* as th_rma_unlocked */
-	ret = has_data ? fi_inject_writedata(ep->base, buf, len, data, dest, addr, key)
-		       : fi_inject_write(ep->base, buf, len, dest, addr, key);
+	if (has_data && dom->rx_cq_data) {
+		/* FI_RX_CQ_DATA: the write, then its notice (th_rules.c) */
+		ret = fi_inject_write(ep->base, buf, len, dest, addr, key);
+		if (!ret)
+			th_notice_send(ep, dest, data, len);
+	} else {
+		ret = has_data ? fi_inject_writedata(ep->base, buf, len, data, dest, addr, key)
+			       : fi_inject_write(ep->base, buf, len, dest, addr, key);
+	}
 	free(tmp);
 	if (!ret) {
 		struct th_counters *c = &dom->counts[mr ? TH_IF_CUDA : TH_IF_SYSTEM];
@@ -1560,7 +1626,10 @@ static ssize_t th_ep_cancel(fid_t fid, void *context)
 {
 	struct th_ep *ep = container_of(fid, struct th_ep, ep_fid.fid);
 	struct th_op *op = th_op_find_user(ep->domain, context);
-	ssize_t ret = fi_cancel(&ep->base->fid, op ? (void *)op : context);
+	ssize_t ret;
+
+	th_rules_cancel(ep, context);
+	ret = fi_cancel(&ep->base->fid, op ? (void *)op : context);
 
 	TH_TRACE(ep->domain, 1, "trace cancel iface=%s ctx=%p ret=%zd dom=%u",
 		 op ? "cuda" : "system", context, ret, ep->domain->id);
@@ -1583,15 +1652,17 @@ static int th_no_rx_ctx(struct fid_ep *sep, int index, struct fi_rx_attr *attr,
 static ssize_t th_rx_size_left(struct fid_ep *ep)
 {
 	struct fid_ep *base = th_ep_of(ep)->base;
+	ssize_t left = th_q_left(th_ep_of(ep), 1);
 
-	return base->ops->rx_size_left(base);
+	return left >= 0 ? left : base->ops->rx_size_left(base);
 }
 
 static ssize_t th_tx_size_left(struct fid_ep *ep)
 {
 	struct fid_ep *base = th_ep_of(ep)->base;
+	ssize_t left = th_q_left(th_ep_of(ep), 0);
 
-	return base->ops->tx_size_left(base);
+	return left >= 0 ? left : base->ops->tx_size_left(base);
 }
 
 static struct fi_ops_ep th_ep_ops = {
@@ -1612,6 +1683,7 @@ static int th_ep_close(struct fid *fid)
 	int ret;
 
 	th_rma_ep_close(ep);
+	th_rules_ep_close(ep);
 	ret = fi_close(&ep->base->fid);
 	if (ret)
 		return ret;
@@ -1778,6 +1850,7 @@ int th_endpoint_open(struct fid_domain *domain, struct fi_info *info, struct fid
 	ep->ep_fid.tagged = &th_tagged_ops;
 	ep->ep_fid.atomic = &th_atomic_ops;
 	ep->ep_fid.collective = &th_collective_ops;
+	th_rules_ep_open(ep);
 	atomic_fetch_add(&dom->ref, 1);
 	*ep_fid = &ep->ep_fid;
 	return 0;

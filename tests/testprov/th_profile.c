@@ -27,8 +27,36 @@
  *    them until the completion); only cq_data_size low bytes of CQ data
  *    arrive (th_cq_mask).
  *
- * Not emulated: FI_RX_CQ_DATA consuming receives (efa-direct with that mode),
- * reordering of messages on profiles without ordering, and queue limits.
+ *  - queues (th_rules.c): the operations posted on an endpoint whose
+ *    completion the consumer has not read (transmits that will complete to it,
+ *    as th_xfer_flags decides, against tx size; receives against rx size): a
+ *    post beyond the depth answers -FI_EAGAIN, posting nothing, as a full SQ
+ *    does (fabric-profiles.md:20, efa_rma.c:313). Each counted operation is a
+ *    node keyed by its context in its CQ's table, inserted before the base sees
+ *    it and removed by the completion (or error completion, a cancelled
+ *    receive's too) the consumer reads, a failed post or the endpoint's close;
+ *    injects, FI_PEEK and completions not asked for are not counted. The
+ *    reported size is the profile's, or the base's where it holds fewer (shm:
+ *    1024). TESTHMEM_QUEUE_LIMIT=0 turns it off.
+ *  - order (th_rules.c), on profiles without FI_ORDER_SAS (efa-direct, opx:
+ *    msg_order 0): one CQ entry in four (pseudo-random, TESTHMEM_REORDER_SEED)
+ *    is held back and returned after the next read's entries, or alone by the
+ *    next read that finds the CQ empty (at once to an sread). With
+ *    TESTHMEM_REORDER=all (or =sends), one send in four is also held back and
+ *    posted to the base after the endpoint's next send, or at the domain's
+ *    next CQ read: opt-in, as the plugin's close-inflight/1000 takes three
+ *    times as long with it. RMA is left in the base's order. Host mode only;
+ *    TESTHMEM_REORDER=0 turns it off.
+ *  - FI_RX_CQ_DATA, with TESTHMEM_RX_CQ_DATA=required (efa-direct on a device
+ *    without unsolicited write receives, efa_user_info.c:626-645): the entry
+ *    carries the mode and only hints that offer it get one. A write with CQ
+ *    data goes to the base without it, followed by an empty untagged message
+ *    (an inject, queued in order when the base is full) carrying the data and
+ *    length, which takes the target's next posted untagged receive in order
+ *    with the messages, or waits in the base until one is posted (efa's RNR
+ *    retry, infinite by default: efa_base_ep.c:718). The target's entry gets
+ *    that receive's context, FI_REMOTE_CQ_DATA|FI_RMA|FI_REMOTE_WRITE, the
+ *    write's length and the masked data (efa_cq.c:18-34,66-97). Host mode only.
  *
  * Virtual addresses over a base that addresses by offset (tcp;ofi_rxm, and
  * cuda mode): the initiator turns the address into an offset with the start
@@ -204,6 +232,19 @@ static uint64_t all_caps(const struct fi_info *i)
 	return i->caps | (i->tx_attr ? i->tx_attr->caps : 0) | (i->rx_attr ? i->rx_attr->caps : 0);
 }
 
+int th_profile_rx_cq_data(const struct th_profile *p)
+{
+	const char *env = getenv("TESTHMEM_RX_CQ_DATA");
+
+	return p && (p->mode_hinted & FI_RX_CQ_DATA) && env && !strcmp(env, "required");
+}
+
+/* The mode the profile requires of the consumer. */
+static uint64_t th_profile_mode(const struct th_profile *p)
+{
+	return p->mode | (th_profile_rx_cq_data(p) ? FI_RX_CQ_DATA : 0);
+}
+
 /* What a hint lacks that the profile requires, for the log; NULL when it fits. */
 static const char *th_profile_refuses(const struct th_profile *p, const struct fi_info *h,
 				      size_t cq_data)
@@ -215,7 +256,7 @@ static const char *th_profile_refuses(const struct th_profile *p, const struct f
 	want = all_caps(h) & ~(FI_HMEM | FI_RMA_EVENT | FI_TRIGGER | FI_FENCE);
 	if (want & ~p->caps)
 		return "caps";
-	if (h->mode && (p->mode & ~h->mode))
+	if (h->mode && (th_profile_mode(p) & ~h->mode))
 		return "mode";
 	if (h->domain_attr) {
 		int m = h->domain_attr->mr_mode;
@@ -258,7 +299,7 @@ static int th_profile_edit(const struct th_profile *p, const struct fi_info *hin
 	if (hints && !(all_caps(hints) & FI_SOURCE))
 		caps &= ~FI_SOURCE;
 	set_caps(i, caps);
-	i->mode = p->mode | (hints ? hints->mode & p->mode_hinted : 0);
+	i->mode = th_profile_mode(p) | (hints ? hints->mode & p->mode_hinted : 0);
 	if (i->domain_attr) {
 		i->domain_attr->mr_mode = p->mr_mode | (hinted_mr & p->mr_mode_hinted) |
 					  ((caps & FI_HMEM) && (hinted_mr & FI_MR_HMEM) ? FI_MR_HMEM : 0);
@@ -277,14 +318,18 @@ static int th_profile_edit(const struct th_profile *p, const struct fi_info *hin
 		i->tx_attr->inject_size = p->inject_size;
 		i->tx_attr->iov_limit = p->iov_limit;
 		i->tx_attr->rma_iov_limit = p->rma_iov_limit;
-		i->tx_attr->size = p->size;
+		/* the profile's depth, enforced (th_rules.c), where the base
+		 * holds that many (shm: 1024 against verbs' 2048) */
+		i->tx_attr->size = i->tx_attr->size && i->tx_attr->size < p->size ? i->tx_attr->size
+										    : p->size;
 		i->tx_attr->msg_order = p->msg_order;
 		i->tx_attr->comp_order = 0;
 	}
 	if (i->rx_attr) {
 		i->rx_attr->mode = i->mode;
 		i->rx_attr->iov_limit = p->iov_limit;
-		i->rx_attr->size = p->size;
+		i->rx_attr->size = i->rx_attr->size && i->rx_attr->size < p->size ? i->rx_attr->size
+										    : p->size;
 		i->rx_attr->msg_order = p->msg_order;
 		i->rx_attr->comp_order = 0;
 	}
