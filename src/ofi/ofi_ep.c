@@ -226,15 +226,10 @@ int ofi_ep_progress(struct ofi_ep *ep)
 				uint64_t fl = entries[i].flags;
 				/* a peer's RMA write with CQ data has no context of ours
 				 * (some flag it FI_RMA|FI_REMOTE_CQ_DATA only:
-				 * policy_traits.c, "remote write flags"), or, under
-				 * FI_RX_CQ_DATA, the control receive it took */
-				if ((fl & FI_REMOTE_WRITE) || ((!op || (fl & FI_RMA)) && (fl & FI_REMOTE_CQ_DATA))) {
+				 * policy_traits.c, "remote write flags") */
+				if ((fl & FI_REMOTE_WRITE) || (!op && (fl & FI_REMOTE_CQ_DATA))) {
 					if (ep->rw_fn)
 						ep->rw_fn(ep, ep->rw_arg, entries[i].data, entries[i].len);
-					if (op && !ofi_pool_return(op))
-						LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write "
-								 "completed on a receive that is not a "
-								 "control receive", ep->dom->name);
 					continue;
 				}
 				if (!op) {
@@ -271,13 +266,11 @@ int ofi_ep_progress(struct ofi_ep *ep)
 				if (err.err != FI_ENOMSG) /* (a peek that found nothing) */
 					atomic_fetch_add(&ep->cq_errors, 1);
 				struct ofi_op *op = err.op_context;
-				if (err.flags & FI_REMOTE_WRITE) {
+				if (err.flags & FI_REMOTE_WRITE)
 					LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write into this "
 							 "process failed: %s", ep->dom->name,
 							 ofi_strerror(err.err));
-					if (op)
-						ofi_pool_return(op); /* (FI_RX_CQ_DATA) */
-				} else if (op)
+				else if (op)
 					op->complete(op, NULL, &err);
 				else
 					LOG_WARN(NCCL_NET, "device %s: completion error without context: %s",

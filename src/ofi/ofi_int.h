@@ -12,9 +12,6 @@
 
 /* Posts again the receives that could not be posted (-FI_EAGAIN); CQ lock held. */
 void ofi_pools_repost(struct ofi_ep *ep);
-/* A peer's write whose CQ data took this receive (FI_RX_CQ_DATA): posts it
- * again unread; false if op is not a pool's receive. CQ lock held. */
-bool ofi_pool_return(struct ofi_op *op);
 /* Frees every pool of the endpoint, after the endpoint itself closed. */
 void ofi_pools_free(struct ofi_ep *ep);
 

@@ -110,16 +110,6 @@ static void pool_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		pool_mark(sl, op->index);
 }
 
-bool ofi_pool_return(struct ofi_op *op)
-{
-	if (op->complete != pool_done)
-		return false;
-	struct ofi_rx_slab *sl = op->owner;
-	if (pool_post(sl, op->index))
-		pool_mark(sl, op->index);
-	return true;
-}
-
 /* Adds a slab of count receives and posts them. Caller holds the CQ lock. */
 static int pool_add_slab_locked(struct ofi_rx_pool *p, int count)
 {

@@ -36,11 +36,8 @@
 #define POLICY_OPT_CUDA_API_PERMITTED 10
 
 /* Mode bits the plugin honours: every request starts with a struct fi_context2,
- * the iov arrays its msg calls name live in the request (FI_ASYNC_IOV), and
- * a peer's write with CQ data may take one of the untagged receives each
- * endpoint keeps posted for control messages (FI_RX_CQ_DATA: ofi_ep_progress
- * hands the write on and posts the receive again). */
-#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV | FI_RX_CQ_DATA)
+ * and the iov arrays its msg calls name live in the request (FI_ASYNC_IOV). */
+#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)
 /* mr_mode bits the plugin honours (registration in ofi/ofi_domain.c, and the
  * data path). */
 #define POLICY_SUPPORTED_MR_MODE                                                              \
@@ -259,16 +256,15 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 /* How messages above the eager limit move. Pure: the setting and the
  * provider's entry in; the choice and its reason out. RMA writes into the
  * buffer the receiver announced where the provider has FI_RMA with remote
- * writes and 4 bytes of remote CQ data or more (with 4, the receiver sums
- * the size from the write completions; where each write's CQ data takes a
- * posted receive, FI_RX_CQ_DATA, the control receives serve); else one
+ * writes and 4 bytes of remote CQ data or more that consume no receive (with
+ * 4, the receiver sums the size from the write completions); else one
  * tagged send after the clear-to-send. */
 struct policy_data_path {
 	bool rma;
 	char reason[POLICY_REASON_LEN];
 };
 /* Whether an entry can carry messages as RMA writes with CQ data: the write
- * capabilities and 4 bytes of CQ data or more. */
+ * capabilities, 4 bytes of CQ data or more, and no receive consumed for it. */
 bool policy_writes_fit(const struct fi_info *info);
 /* cfg_rma: NCCL_FABRIC_RMA; cfg_explicit: set in the environment (it then
  * overrides no_write_why, the traits' reason against writes by default);

@@ -267,7 +267,8 @@ static size_t cq_data_of(const struct fi_info *info)
 bool policy_writes_fit(const struct fi_info *info)
 {
 	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
-	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4;
+	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4 &&
+	       !(info->mode & FI_RX_CQ_DATA);
 }
 
 /* libfabric lists the same entry several times (one per layering path): an

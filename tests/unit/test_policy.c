@@ -228,7 +228,7 @@ static int test_plan_unnamed(void)
 		CHECK_EQ(!!(p->mr_mode & FI_MR_HMEM), want[a].hmem);
 		CHECK_EQ((p->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), want[a].rma);
 		CHECK_EQ(p->caps & FI_LOCAL_COMM, 0);
-		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV | FI_RX_CQ_DATA));
+		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV));
 		CHECK_EQ(p->mr_mode & ~POLICY_SUPPORTED_MR_MODE, 0);
 		CHECK(p->mr_mode & FI_MR_LOCAL);
 		CHECK(p->label[0] != '\0');
@@ -1625,12 +1625,10 @@ static int test_datapath_defaults(void)
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 4 bytes");
 	fi->domain_attr->cq_data_size = 8;
-	/* FI_RX_CQ_DATA: the control receives take the writes' CQ data */
 	fi->mode |= FI_RX_CQ_DATA;
 	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
-	CHECK(dp.rma);
-	CHECK_STR_CONTAINS(dp.reason, "posted control receive (FI_RX_CQ_DATA)");
-	CHECK(policy_writes_fit(fi));
+	CHECK(!dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "FI_RX_CQ_DATA");
 	fi->mode = 0;
 	/* cxi: writes carry CQ data only with FI_CXI_ENABLE_WRITEDATA=1, even when asked */
 	policy_data_path(true, true, NULL, "cxi", fi, NULL, &dp);
