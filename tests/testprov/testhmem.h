@@ -367,6 +367,8 @@ int th_q_take(struct th_ep *ep, int rx, void *ctx, int multi);
 void th_q_undo(struct th_ep *ep, int rx, void *ctx);
 /* n entries in the caller's format handed to the consumer: their operations
  * leave the queues; one error entry likewise. */
+/* The size of one entry of a CQ of this format (th_domain.c). */
+size_t th_cq_entry_size(enum fi_cq_format format);
 void th_q_done(struct th_cq *cq, const void *buf, ssize_t n);
 void th_q_done_err(struct th_cq *cq, const struct fi_cq_err_entry *e);
 /* fi_tx_size_left/fi_rx_size_left under a depth: what is left; -1 none. */

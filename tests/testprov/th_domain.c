@@ -504,7 +504,7 @@ static int th_av_open(struct fid_domain *domain, struct fi_av_attr *attr, struct
 
 #define TH_CQ_BATCH 64
 
-static size_t th_cq_entry_size(enum fi_cq_format format)
+size_t th_cq_entry_size(enum fi_cq_format format)
 {
 	switch (format) {
 	case FI_CQ_FORMAT_MSG:

@@ -231,23 +231,9 @@ static int th_q_dir(const struct th_domain *dom, uint64_t flags, int has_flags)
 	return -1;
 }
 
-static size_t th_fmt_size(enum fi_cq_format format)
-{
-	switch (format) {
-	case FI_CQ_FORMAT_MSG:
-		return sizeof(struct fi_cq_msg_entry);
-	case FI_CQ_FORMAT_DATA:
-		return sizeof(struct fi_cq_data_entry);
-	case FI_CQ_FORMAT_TAGGED:
-		return sizeof(struct fi_cq_tagged_entry);
-	default:
-		return sizeof(struct fi_cq_entry);
-	}
-}
-
 void th_q_done(struct th_cq *cq, const void *buf, ssize_t n)
 {
-	size_t esz = th_fmt_size(cq->format);
+	size_t esz = th_cq_entry_size(cq->format);
 	int has_flags = cq->format != FI_CQ_FORMAT_CONTEXT;
 
 	if (!cq->track || n <= 0)
@@ -508,7 +494,7 @@ void th_rules_cancel(struct th_ep *ep, void *context)
 ssize_t th_cq_read_reorder(struct th_cq *cq, void *buf, size_t count, fi_addr_t *src,
 			   th_cq_reader inner)
 {
-	size_t esz = th_fmt_size(cq->format);
+	size_t esz = th_cq_entry_size(cq->format);
 	fi_addr_t srcs[TH_IOV_MAX * 4];
 	ssize_t n;
 
@@ -553,7 +539,7 @@ ssize_t th_cq_take_held(struct th_cq *cq, void *buf, size_t count, fi_addr_t *sr
 		return 0;
 	pthread_mutex_lock(&cq->hold_lock);
 	if (cq->held) {
-		memcpy(buf, &cq->held_ent, th_fmt_size(cq->format));
+		memcpy(buf, &cq->held_ent, th_cq_entry_size(cq->format));
 		if (src)
 			src[0] = cq->held_src;
 		cq->held = 0;
@@ -593,7 +579,7 @@ void th_notice_send(struct th_ep *ep, fi_addr_t dest, uint64_t data, size_t len)
 
 void th_rx_cq_data_rewrite(struct th_cq *cq, void *buf, ssize_t n)
 {
-	size_t esz = th_fmt_size(cq->format);
+	size_t esz = th_cq_entry_size(cq->format);
 
 	if (!cq->domain->rx_cq_data || cq->format == FI_CQ_FORMAT_CONTEXT)
 		return;
