@@ -37,6 +37,60 @@ static struct fi_info *make_hints(const struct policy_attempt_plan *p)
 	return h;
 }
 
+/* Asks again for the provider of a template entry (policy_is_template) at the
+ * loopback address; returns that provider's own entries, or NULL. */
+static struct fi_info *reask_loopback(const struct policy_attempt_plan *p,
+				      const struct fi_info *tmpl)
+{
+	struct fi_info *h = make_hints(p), *got = NULL, *keep = NULL, **tail = &keep;
+	if (!h)
+		return NULL;
+	h->fabric_attr->prov_name = strdup(tmpl->fabric_attr->prov_name);
+	if (h->fabric_attr->prov_name &&
+	    fi_getinfo(p->api_version, POLICY_LOOPBACK_NODE, NULL, FI_SOURCE, h, &got) == 0) {
+		/* a core provider's name also lists the utility providers over it */
+		while (got) {
+			struct fi_info *i = got;
+			got = i->next;
+			i->next = NULL;
+			if (!strcmp(i->fabric_attr->prov_name, tmpl->fabric_attr->prov_name) &&
+			    !policy_is_template(i)) {
+				*tail = i;
+				tail = &i->next;
+			} else {
+				fi_freeinfo(i);
+			}
+		}
+	}
+	fi_freeinfo(h);
+	return keep;
+}
+
+/* Puts each template entry's loopback entries in its place, so the provider
+ * keeps its rank in libfabric's order. */
+static void replace_templates(const struct policy_attempt_plan *p, struct fi_info **list)
+{
+	for (struct fi_info **at = list; *at;) {
+		struct fi_info *t = *at;
+		struct fi_info *got = policy_is_template(t) ? reask_loopback(p, t) : NULL;
+		if (!got) {
+			at = &t->next;
+			continue;
+		}
+		LOG_TRACE(NCCL_INIT | NCCL_NET, "discovery: %s listed bare (no interface but loopback "
+			  "it may use); asked again at " POLICY_LOOPBACK_NODE,
+			  t->fabric_attr->prov_name);
+		struct fi_info *last = got;
+		while (last->next)
+			last = last->next;
+		last->next = t->next;
+		t->next = NULL;
+		fi_freeinfo(t);
+		*at = got;
+		at = &last->next;
+	}
+}
+
 int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 {
 	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
@@ -60,6 +114,8 @@ int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 			continue;
 		}
 		r->rc = fi_getinfo(plan[a].api_version, NULL, NULL, 0, hints, &infos);
+		if (!r->rc)
+			replace_templates(&plan[a], &infos);
 		r->infos = r->rc ? NULL : infos;
 		fi_freeinfo(hints);
 		LOG_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,

@@ -266,6 +266,14 @@ struct policy_data_path {
 /* Whether an entry can carry messages as RMA writes with CQ data: the write
  * capabilities, 4 bytes of CQ data or more, and no receive consumed for it. */
 bool policy_writes_fit(const struct fi_info *info);
+
+/* An IP provider's bare entry (no address, its own name as domain): what
+ * libfabric 2.x lists for native tcp when FI_REMOTE_COMM is asked for and
+ * loopback is the only interface it may use. Discovery asks again for that
+ * provider with POLICY_LOOPBACK_NODE as the source address, which lists its
+ * loopback entry, so loopback gets the provider a real interface would. */
+bool policy_is_template(const struct fi_info *info);
+#define POLICY_LOOPBACK_NODE "127.0.0.1"
 /* cfg_rma: NCCL_FABRIC_RMA; cfg_explicit: set in the environment (it then
  * overrides no_write_why, the traits' reason against writes by default);
  * cxi_writedata: FI_CXI_ENABLE_WRITEDATA's value (NULL: unset), without which

@@ -229,13 +229,15 @@ static bool is_loopback(const struct fi_info *info)
  * is loopback with a bare entry for an IP provider: no address, the generic
  * address format, the provider's own name as domain. fi_enable fails on it
  * (policy_traits.c, "template entry"). */
-static bool is_template(const struct fi_info *info, const char *prov)
+bool policy_is_template(const struct fi_info *info)
 {
+	const char *prov = info->fabric_attr && info->fabric_attr->prov_name ?
+				   info->fabric_attr->prov_name : "";
 	if (info->src_addr || info->addr_format != FI_SOCKADDR || !info->domain_attr ||
 	    !info->domain_attr->name)
 		return false;
 	size_t n = strcspn(prov, ";");
-	return strlen(info->domain_attr->name) == n && !strncasecmp(info->domain_attr->name, prov, n);
+	return n > 0 && strlen(info->domain_attr->name) == n && !strncasecmp(info->domain_attr->name, prov, n);
 }
 
 static void fill_cand(struct policy_cand *c, const struct fi_info *info, int attempt,
@@ -254,7 +256,7 @@ static void fill_cand(struct policy_cand *c, const struct fi_info *info, int att
 	c->remote = plan->remote || (info->caps & FI_REMOTE_COMM);
 	c->rma = plan->rma && (info->caps & FI_RMA) && (info->caps & FI_READ);
 	c->loopback = is_loopback(info);
-	c->template_entry = is_template(info, c->prov);
+	c->template_entry = policy_is_template(info);
 	c->api_version = plan->api_version;
 	c->tag_bits = policy_tag_bits(info->ep_attr ? info->ep_attr->mem_tag_format : 0);
 }
@@ -313,8 +315,8 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 	if (c->template_entry) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "template entry without an interface (libfabric lists %s bare when no "
-			 "interface it may use for FI_REMOTE_COMM is up; it drops loopback): name it in "
-			 "NCCL_FABRIC_PROVIDER to use it on loopback, or point FI_TCP_IFACE at a real "
+			 "interface it may use for FI_REMOTE_COMM is up; it drops loopback), and asking "
+			 "again at " POLICY_LOOPBACK_NODE " found nothing: point FI_TCP_IFACE at a real "
 			 "interface",
 			 c->prov);
 		return false;

@@ -909,7 +909,8 @@ static struct fi_info *add_template(struct scenario *s, int a)
 static int test_select_template(void)
 {
 	struct scenario s;
-	/* unnamed: the template is rejected with advice, rxm on lo is used */
+	/* unnamed: a template discovery could not replace by its loopback
+	 * entries is rejected with advice, rxm on lo is used */
 	scen_init(&s, NULL);
 	struct fi_info *t = add_template(&s, A_HOST_RMA);
 	struct fi_info *r = scen_add(&s, A_HOST_RMA, &TCP_LO);
@@ -917,7 +918,8 @@ static int test_select_template(void)
 	CHECK(!strcmp(s.sel.provider, "tcp;ofi_rxm"));
 	CHECK(cand_of(&s, t) && cand_of(&s, t)->template_entry);
 	CHECK_STR_CONTAINS(reason_of(&s, t), "template entry");
-	CHECK_STR_CONTAINS(reason_of(&s, t), "NCCL_FABRIC_PROVIDER");
+	CHECK_STR_CONTAINS(reason_of(&s, t), "FI_TCP_IFACE");
+	CHECK(policy_is_template(t) && !policy_is_template(r));
 	CHECK(kept(&s, r));
 	scen_free(&s);
 
