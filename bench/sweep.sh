@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# sweep.sh - the grid that chooses the plugin's defaults: each knob setting,
+# every size, the collectives, at several rank counts, on the emulated
+# cluster and on loopback, with NCCL's Socket transport (defaults and best
+# tuning) in the same run. Prints, per setup, collective and size, the
+# default's time, the fastest setting and its time, and Socket's.
+#
+#   bench/sweep.sh                  # on the GPU machine, after run-gpu.sh setup
+#   bench/sweep.sh --table CSV...   # the table again from the CSVs of a run
+#
+# Settings (environment; run-gpu.sh's own settings pass through):
+#   SWEEP_LINKS   netns and/or loopback (default "netns loopback")
+#   SWEEP_RANKS   rank counts, each rank its own host (default "2 8")
+#   SWEEP_KNOBS   semicolon list of NAME:NCCL_FABRIC_X=V[,NCCL_FABRIC_Y=W]
+#                 (default: the list below); "default" is always run
+#   SWEEP_SOCKET  1: Socket's defaults and best tuning too (default 1)
+#   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP SWEEP_COLLS
+#                 the sizes and collectives of each run (default 8 B to
+#                 128 MiB by 4, 5 iterations after 2, all_reduce, all_gather,
+#                 alltoall, sendrecv)
+#   FABRIC_NETNS_RATE  the emulated links' rate (default 25gbit)
+#   FABRIC_BENCH_OUT   output folder: bench.csv (rows tagged
+#                 sweep-<link>-r<ranks>-<knob>), summary.txt, sweep.txt
+#
+# Path names in the CSV: fabric-default-sweep-<link>-r<N>-<knob>[-netns-RATE]
+# and nccl-socket[-best]-sweep-<link>-r<N>[-netns-RATE]. The table is
+# bench/sweep_table.py's.
+set -u -o pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+
+if [[ ${1:-} == --table ]]; then
+	shift
+	exec "$PYTHON" "$REPO/bench/sweep_table.py" "$@"
+fi
+[[ $# -eq 0 ]] || { sed -n '2,/^set -u/s/^# \{0,1\}//p' "$0" | sed '$d'; exit 2; }
+
+# Each knob is one of the plugin's settings moved away from its default, so
+# the table shows, per size, whether a default is the fastest setting.
+KNOBS=${SWEEP_KNOBS:-"rails1:NCCL_FABRIC_RAILS=1;rails2:NCCL_FABRIC_RAILS=2;rma0:NCCL_FABRIC_RMA=0;eager256k:NCCL_FABRIC_EAGER_MAX=262144;eager1m:NCCL_FABRIC_EAGER_MAX=1048576;stripe1m:NCCL_FABRIC_STRIPE_MIN=1048576;tuner:NCCL_FABRIC_TUNER=on"}
+export SWEEP_MIN=${SWEEP_MIN:-8} SWEEP_MAX=${SWEEP_MAX:-128M} SWEEP_FACTOR=${SWEEP_FACTOR:-4}
+export SWEEP_ITERS=${SWEEP_ITERS:-5} SWEEP_WARMUP=${SWEEP_WARMUP:-2}
+export SWEEP_COLLS=${SWEEP_COLLS:-all_reduce,all_gather,alltoall,sendrecv}
+export FABRIC_NETNS_RATE=${FABRIC_NETNS_RATE-25gbit}
+export BENCH_MODE=multi
+OUT=${FABRIC_BENCH_OUT:-$REPO/bench/out/sweep-$(date +%Y%m%d-%H%M%S)}
+export FABRIC_BENCH_OUT=$OUT
+mkdir -p "$OUT"
+base_extra=${FABRIC_EXTRA_ENV:-}
+
+rc=0
+for link in ${SWEEP_LINKS:-netns loopback}; do
+	netns=0
+	[[ $link == netns ]] && netns=1
+	for ranks in ${SWEEP_RANKS:-2 8}; do
+		setup=sweep-$link-r$ranks
+		IFS=';' read -r -a knobs <<<"default:;$KNOBS"
+		for k in "${knobs[@]}"; do
+			name=${k%%:*} words=${k#*:}
+			FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-$name \
+				FABRIC_EXTRA_ENV="$base_extra ${words//,/ }" \
+				"$REPO/bench/run-gpu.sh" bench-fabric-default || rc=1
+		done
+		if [[ ${SWEEP_SOCKET:-1} == 1 ]]; then
+			FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup \
+				"$REPO/bench/run-gpu.sh" bench-socket bench-socket-best || rc=1
+		fi
+	done
+done
+"$PYTHON" "$REPO/bench/sweep_table.py" "$OUT/bench.csv" | tee "$OUT/sweep.txt"
+exit $rc

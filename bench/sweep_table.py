@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""sweep_table.py - bench/sweep.sh's table: per setup (link, ranks),
+collective and size, the plugin's default time, the fastest knob setting and
+its time, and NCCL Socket's defaults and best tuning, from one run's CSV.
+
+Ratios are times over the default's: below 1 the other path is faster.
+"vs Socket" is Socket's time over the default's (above 1: the plugin ahead).
+A row with a data error is left out and counted. Standard library only.
+
+  sweep_table.py bench.csv [bench.csv ...]
+"""
+
+import csv
+import re
+import sys
+from collections import defaultdict
+
+FABRIC = re.compile(r"^fabric-default-sweep-(\w+)-r(\d+)-([\w.]+?)(-netns(-[\w.]+)?)?$")
+SOCKET = re.compile(r"^nccl-socket(-best)?-sweep-(\w+)-r(\d+)(-netns(-[\w.]+)?)?$")
+# within this of the default, a setting is not called faster (noise)
+NOISE = 0.10
+
+
+def size_label(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def load(paths):
+    # times[(link, ranks)][coll][bytes][setting] = µs
+    times = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    bad = 0
+    for p in paths:
+        with open(p, newline="") as f:
+            for r in csv.DictReader(f):
+                m, s = FABRIC.match(r["path"]), SOCKET.match(r["path"])
+                if m:
+                    key, setting = (m.group(1), int(m.group(2))), m.group(3)
+                elif s:
+                    key, setting = (s.group(2), int(s.group(3))), "Socket best" if s.group(1) else "Socket"
+                else:
+                    continue
+                if int(r.get("errors") or 0):
+                    bad += 1
+                    continue
+                times[key][r["collective"]][int(r["bytes"])][setting] = float(r["time_us"])
+    return times, bad
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    times, bad = load(argv[1:])
+    if not times:
+        print("no sweep rows (paths fabric-default-sweep-* / nccl-socket*-sweep-*)", file=sys.stderr)
+        return 1
+    for (link, ranks) in sorted(times):
+        colls = times[(link, ranks)]
+        print(f"\n## {link}, {ranks} ranks")
+        wins = defaultdict(list)
+        for coll in sorted(colls):
+            print(f"\n{coll}: µs")
+            print(f"{'size':>6} {'default':>9} {'fastest':>18} {'ratio':>6} "
+                  f"{'Socket':>9} {'best':>9} {'vs Socket':>9} {'vs best':>8}")
+            worst = None
+            for n in sorted(colls[coll]):
+                row = colls[coll][n]
+                d = row.get("default")
+                knobs = {k: v for k, v in row.items() if not k.startswith("Socket")}
+                if not knobs:
+                    continue
+                fk = min(knobs, key=knobs.get)
+                sk, sb = row.get("Socket"), row.get("Socket best")
+                if d and fk != "default" and knobs[fk] < d * (1 - NOISE):
+                    wins[fk].append(f"{coll} {size_label(n)} {knobs[fk] / d:.2f}")
+                vs = sk / d if d and sk else None
+                if vs is not None and (worst is None or vs < worst[0]):
+                    worst = (vs, n)
+                f = lambda v: f"{v:9.1f}" if v is not None else f"{'-':>9}"
+                r = lambda v: f"{v:.2f}" if v is not None else "-"
+                print(f"{size_label(n):>6} {f(d)} {fk + ' ' + format(knobs[fk], '.1f'):>18} "
+                      f"{r(knobs[fk] / d if d else None):>6} {f(sk)} {f(sb)} {r(vs):>9} "
+                      f"{r(sb / d if d and sb else None):>8}")
+            if worst:
+                print(f"worst default vs Socket: {worst[0]:.2f} at {size_label(worst[1])}")
+        print(f"\nfaster than the default by more than {NOISE:.0%} ({link}, {ranks} ranks):")
+        for k in sorted(wins):
+            print(f"  {k}: {len(wins[k])} sizes: " + ", ".join(wins[k]))
+        if not wins:
+            print("  none")
+    if bad:
+        print(f"\n{bad} rows with data errors left out")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
