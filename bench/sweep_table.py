@@ -8,9 +8,15 @@ Ratios are times over the default's: below 1 the other path is faster.
 A row with a data error is left out and counted. Standard library only.
 
   sweep_table.py bench.csv [bench.csv ...]
+  sweep_table.py --summary bench.csv [...]   one markdown row per setup and
+      collective: the plugin's defaults against Socket's defaults (worst and
+      geometric mean of the time ratio over every size) and against Socket's
+      best tuning (worst from 8 MiB), and the fastest knob where one beat the
+      default by more than the noise margin at three sizes or more
 """
 
 import csv
+import math
 import re
 import sys
 from collections import defaultdict
@@ -49,7 +55,46 @@ def load(paths):
     return times, bad
 
 
+def summary(times):
+    print("| link, ranks | collective | vs Socket: worst (size) | vs Socket: geomean "
+          "| vs Socket best from 8 MiB: worst (size) | faster knobs (sizes) |")
+    print("|---|---|---|---|---|---|")
+    for (link, ranks) in sorted(times):
+        colls = times[(link, ranks)]
+        for coll in sorted(colls):
+            worst = wbest = None
+            logs = []
+            wins = defaultdict(int)
+            for n in sorted(colls[coll]):
+                row = colls[coll][n]
+                d = row.get("default")
+                if not d:
+                    continue
+                for k, v in row.items():
+                    if not k.startswith("Socket") and k != "default" and v < d * (1 - NOISE):
+                        wins[k] += 1
+                if row.get("Socket"):
+                    r = row["Socket"] / d
+                    logs.append(math.log(r))
+                    if worst is None or r < worst[0]:
+                        worst = (r, n)
+                if row.get("Socket best") and n >= 8 << 20:
+                    r = row["Socket best"] / d
+                    if wbest is None or r < wbest[0]:
+                        wbest = (r, n)
+            f = lambda w: f"{w[0]:.2f} ({size_label(w[1])})" if w else "-"
+            g = f"{math.exp(sum(logs) / len(logs)):.2f}" if logs else "-"
+            k = ", ".join(f"{k} ({c})" for k, c in sorted(wins.items(), key=lambda x: -x[1]) if c >= 3)
+            print(f"| {link}, {ranks} | {coll} | {f(worst)} | {g} | {f(wbest)} | {k or '-'} |")
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == "--summary":
+        times, bad = load(argv[2:])
+        summary(times)
+        if bad:
+            print(f"\n{bad} rows with data errors left out")
+        return 0
     if len(argv) < 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2

@@ -69,7 +69,8 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	X(RMA, CFG_BOOL, "1", 0, 1, NULL,                                                  \
 	  "1 (the default): messages above NCCL_FABRIC_EAGER_MAX go as RMA writes with remote " \
 	  "CQ data into the buffer the receiver announced, where the provider has FI_RMA and " \
-	  "4 bytes of CQ data or more (nccl-fabric-info says which); a receive comm that closes " \
+	  "4 bytes of CQ data or more, but not over tcp (native or tcp;ofi_rxm) unless set "  \
+	  "(nccl-fabric-info says which and why); a receive comm that closes "                 \
 	  "revokes its buffers and waits for writes on their way. 0: one tagged send after "  \
 	  "the clear-to-send.")                                                                \
 	X(STRIPE_MIN, CFG_INT, "131072", 0, 1073741824, NULL,                              \

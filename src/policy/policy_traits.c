@@ -40,6 +40,8 @@
  *   by default                                                .faults (close-reconnect);
  *                                                             func.check.rxm.faults
  *                                                             (peer-death, mid-recv)
+ * tagged by        tcp (native)        2.1             speed  bench/sweep.sh (rma0 knob)
+ *   default
  * one rail (auto)  all but native tcp  all             trait  unit.traits
  *                  and sockets
  * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
@@ -113,6 +115,9 @@
  *   closes may never complete (1.x), and a receiver whose sender dies during
  *   a write crashes in rxm_handle_comp_error (2.x): messages above the eager
  *   limit go as tagged sends unless NCCL_FABRIC_RMA=1.
+ * tagged by default: over native tcp, NCCL's collectives ran faster with one
+ *   tagged send after the CTS than with RMA writes cut over rails (the sweep
+ *   in docs/performance.md); the writes stay one setting away.
  * one rail (auto): several rails pay where the host CPU moves the bytes,
  *   each rail with a core of its own; under rxm, several endpoints per
  *   process make mid-size messages wait for each other's progress.
@@ -226,7 +231,10 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 			    is_rxm ?
 				    "tcp;ofi_rxm: its endpoints delay each other's mid-size messages "
 				    "by milliseconds" : NULL;
-	out->no_write_why = !name_is(prov, "tcp;ofi_rxm") ? NULL :
+	out->no_write_why = name_is(prov, "tcp") ?
+				    "native tcp: faster under NCCL's collectives than RMA writes cut "
+				    "over rails, measured by bench/sweep.sh" :
+			    !name_is(prov, "tcp;ofi_rxm") ? NULL :
 			    fi_version < FI_VERSION(2, 0) ?
 				    "tcp;ofi_rxm before libfabric 2.0: an RMA write to a receiver that "
 				    "closes may never complete" :

@@ -215,14 +215,15 @@ static int test_one_rail(void)
 	return 0;
 }
 
-/* RMA writes by default everywhere but tcp;ofi_rxm, each version with its
- * own reason. */
+/* RMA writes by default everywhere but tcp;ofi_rxm and native tcp, each
+ * with its own reason. */
 static int test_no_write(void)
 {
 	const char *w = traits_of("tcp;ofi_rxm", 64, 0, V117).no_write_why;
 	CHECK(w && strstr(w, "never complete"));
 	for (int k = 0; k < NVERSIONS; k++) {
-		CHECK(traits_of("tcp", 64, 0, versions[k]).no_write_why == NULL);
+		w = traits_of("tcp", 64, 0, versions[k]).no_write_why;
+		CHECK(w && strstr(w, "native tcp"));
 		CHECK(traits_of("shm", 4096, 0, versions[k]).no_write_why == NULL);
 		CHECK(traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).no_write_why == NULL);
 		w = traits_of("tcp;ofi_rxm", 64, 0, versions[k]).no_write_why;
