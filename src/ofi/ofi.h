@@ -449,6 +449,11 @@ int ofi_ep_resolve(struct ofi_ep *ep, const void *addr, size_t len, fi_addr_t *o
  * process was checked at insertion). Posting to such a peer may hang in the
  * provider; tcp and others learn of a dead peer from their own errors. */
 bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer);
+/* Providers over TCP sockets (traits.tcp_sockets): whether the peer's
+ * endpoint address refuses a TCP connection, i.e. nothing listens there any
+ * more (its process exited or closed the endpoint). A connection that is
+ * accepted, or no answer within wait_ms (a host that is down), is no verdict. */
+bool ofi_ep_peer_refused(struct ofi_ep *ep, fi_addr_t peer, unsigned wait_ms);
 
 /* ---- progress thread (ofi_thread.c) ---- */
 
@@ -514,6 +519,10 @@ int ofi_sock_shut(const void *peer_name, size_t peer_len, struct ofi_sock_armed 
 /* How many of the recorded sockets still carry their connection: neither
  * reset by the kernel, shut down, nor closed by the provider. */
 int ofi_sock_live(const struct ofi_sock_armed *armed);
+/* 1 when a TCP connection to the endpoint name (FI_SOCKADDR_IN or _IN6) is
+ * refused within wait_ms, 0 when it is accepted (then closed at once) or
+ * nothing answers, a negative code when it cannot be tried. */
+int ofi_sock_refused(const void *peer_name, size_t peer_len, unsigned wait_ms);
 /* ofi_sock_arm between this endpoint and an inserted peer; with shut, also
  * ofi_sock_shut of the connection to its endpoint address. */
 int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms, bool shut,

@@ -385,6 +385,20 @@ bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer)
 	return pid && ofi_shm_gone(pid, start);
 }
 
+bool ofi_ep_peer_refused(struct ofi_ep *ep, fi_addr_t peer, unsigned wait_ms)
+{
+	unsigned char name[OFI_ADDR_MAX];
+	size_t len = 0;
+	pthread_mutex_lock(&ep->lock);
+	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
+	if (pa) {
+		len = pa->len;
+		memcpy(name, pa->bytes, len);
+	}
+	pthread_mutex_unlock(&ep->lock);
+	return len && ofi_sock_refused(name, len, wait_ms) == 1;
+}
+
 int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms, bool shut,
 			  struct ofi_sock_armed *armed)
 {

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,4 +281,36 @@ int ofi_sock_live(const struct ofi_sock_armed *armed)
 		     !getpeername(armed->s[i].fd, (struct sockaddr *)&remote, &len);
 	}
 	return n;
+}
+
+/* The endpoint a TCP provider's peer listens on lives as long as the peer's
+ * endpoint: a refused connection says the process behind it has gone, where
+ * the provider itself may only answer -FI_EAGAIN while it tries again. An
+ * accepted probe is closed at once; the provider at the other end drops a
+ * connection that never sends its request. */
+int ofi_sock_refused(const void *peer_name, size_t peer_len, unsigned wait_ms)
+{
+	struct sockaddr_storage sa;
+	if (!name_to_sa(peer_name, peer_len, &sa))
+		return -FI_EINVAL;
+	socklen_t salen = sa.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+						     sizeof(struct sockaddr_in);
+	int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int refused = 0;
+	if (connect(fd, (struct sockaddr *)&sa, salen) != 0) {
+		if (errno == ECONNREFUSED) {
+			refused = 1;
+		} else if (errno == EINPROGRESS) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			int err = 0;
+			socklen_t elen = sizeof(err);
+			if (poll(&p, 1, (int)wait_ms) == 1 &&
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0)
+				refused = err == ECONNREFUSED;
+		}
+	}
+	close(fd);
+	return refused;
 }

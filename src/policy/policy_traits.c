@@ -105,7 +105,9 @@
  * EAGAIN for a dead peer: tcp;ofi_rxm keeps reconnecting to a peer that is
  *   gone and answers each post with -FI_EAGAIN. -FI_EAGAIN is a full queue
  *   on every provider, never a verdict: a ping that gets it is retried, and
- *   the peer timeout ends the wait (proto_conn.c, liveness).
+ *   the peer timeout ends the wait (proto_conn.c, liveness). Native tcp does
+ *   the same; over TCP a refused probe of the peer's endpoint address ends
+ *   it at once (ofi_ep_peer_refused, proto_live.c).
  * CQ error sign: shm of 1.17 stores the error of a completion negated;
  *   ofi_cq_err_code reads either sign.
  * remote write flags: shm of 2.x flags a peer's RMA write with CQ data

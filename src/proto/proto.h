@@ -445,6 +445,10 @@ int proto_comm_alive(struct proto_comm *c);
  * comm dead; returns its FI_* error, or 0. */
 int proto_comm_exited(struct proto_comm *c);
 #define PROTO_EXIT_CHECK_NS 10000000ULL
+/* How long a liveness probe of a TCP peer's endpoint address waits for an
+ * answer (ofi_ep_peer_refused); a host that is down gives none, and the
+ * peer timeout decides. */
+#define PROTO_PROBE_WAIT_MS 20
 
 /* What the operations of a comm whose peer is gone fail with (dead: the FI_*
  * code that showed it, which the WARNs name): -FI_ETIMEDOUT when its pings

@@ -196,7 +196,9 @@ static void comm_fail_all(struct proto_comm *c, int err)
 		 "or lost its network: check its log (NCCL_FABRIC_PEER_TIMEOUT bounds the wait)",
 		 c->kind == PROTO_SEND ? "to" : "from", c->peer_text ? c->peer_text : "?",
 		 err == FI_ETIMEDOUT ? "no answer to liveness pings" :
-		 err == ESRCH ? "its process has exited" : "a liveness ping failed",
+		 err == ESRCH ? "its process has exited" :
+		 err == ECONNREFUSED ? "its endpoint's address refuses connections, so nothing "
+				       "listens there any more" : "a liveness ping failed",
 		 fi_strerror(err), (double)(util_coarse_ns() - atomic_load(&c->last_ns)) / 1e9, n);
 	proto_comm_lock_rails(c);
 	proto_comm_cancel_locked(c);
@@ -267,9 +269,16 @@ int proto_comm_alive(struct proto_comm *c)
 	LOG_TRACE(NCCL_NET, "liveness: ping to %s after %.1f s without a sign of life: %s",
 		  c->peer_text ? c->peer_text : "?", (double)(now - last) / 1e9,
 		  rc ? ofi_strerror((int)rc) : "posted");
-	if (!rc)
+	if (!rc) {
 		c->ping_sent_ns = now;
-	else if (rc != -FI_EAGAIN)
+	} else if (rc == -FI_EAGAIN && c->dev->dom->traits.tcp_sockets &&
+		   now - last >= 2 * PROTO_PING_NS &&
+		   ofi_ep_peer_refused(c->rails[c->home], c->ping_peer, PROTO_PROBE_WAIT_MS)) {
+		/* a TCP provider may answer -FI_EAGAIN for good while it tries to
+		 * connect again to a peer that has gone: a refused connection to
+		 * the peer's endpoint address says so at once */
+		comm_mark_dead(c, ECONNREFUSED);
+	} else if (rc != -FI_EAGAIN)
 		comm_mark_dead(c, (int)-rc); /* -FI_EAGAIN: busy, never a verdict
 					      * (policy_traits.c, "EAGAIN for a
 					      * dead peer"); the deadline above ends

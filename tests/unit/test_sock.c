@@ -201,6 +201,22 @@ static int test_kernel_resets(void)
 	return 0;
 }
 
+/* A listening endpoint address accepts the probe (no verdict); once nothing
+ * listens there, the probe is refused; a name that is no socket address is
+ * an error, never a verdict. */
+static int test_refused(void)
+{
+	struct pair p;
+	CHECK_EQ(pair_open(&p), 0);
+	struct sockaddr_in a = p.lis_addr;
+	CHECK_EQ(ofi_sock_refused(&a, sizeof(a), 200), 0);
+	pair_close(&p);
+	CHECK_EQ(ofi_sock_refused(&a, sizeof(a), 200), 1);
+	unsigned char junk[4] = { 0 };
+	CHECK(ofi_sock_refused(junk, sizeof(junk), 200) < 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct unit_test tests[] = {
@@ -213,6 +229,8 @@ int main(int argc, char **argv)
 					    "down, no other"),
 		TEST_ENTRY(test_kernel_resets, "the kernel resets an armed connection whose "
 					       "receiver reads nothing"),
+		TEST_ENTRY(test_refused, "a probe of a peer's endpoint address: accepted while it "
+					 "listens, refused after"),
 	};
 	return unit_main(tests, argc, argv);
 }
