@@ -39,7 +39,7 @@ fi
 
 # Each knob is one of the plugin's settings moved away from its default, so
 # the table shows, per size, whether a default is the fastest setting.
-KNOBS=${SWEEP_KNOBS:-"rails1:NCCL_FABRIC_RAILS=1;rails2:NCCL_FABRIC_RAILS=2;rma0:NCCL_FABRIC_RMA=0;eager256k:NCCL_FABRIC_EAGER_MAX=262144;eager1m:NCCL_FABRIC_EAGER_MAX=1048576;stripe1m:NCCL_FABRIC_STRIPE_MIN=1048576;tuner:NCCL_FABRIC_TUNER=on"}
+KNOBS=${SWEEP_KNOBS:-"rails1:NCCL_FABRIC_RAILS=1;rails2:NCCL_FABRIC_RAILS=2;rma0:NCCL_FABRIC_RMA=0;eager256k:NCCL_FABRIC_EAGER_MAX=262144;eager1m:NCCL_FABRIC_EAGER_MAX=1048576;stripe1m:NCCL_FABRIC_STRIPE_MIN=1048576"}
 export SWEEP_MIN=${SWEEP_MIN:-8} SWEEP_MAX=${SWEEP_MAX:-128M} SWEEP_FACTOR=${SWEEP_FACTOR:-4}
 export SWEEP_ITERS=${SWEEP_ITERS:-5} SWEEP_WARMUP=${SWEEP_WARMUP:-2}
 export SWEEP_COLLS=${SWEEP_COLLS:-all_reduce,all_gather,alltoall,sendrecv}

@@ -20,8 +20,6 @@ enum cfg_hmem_mode { CFG_HMEM_AUTO = 0, CFG_HMEM_FORCE = 1, CFG_HMEM_OFF = 2 };
 enum cfg_flush_mode { CFG_FLUSH_MODE_AUTO = 0, CFG_FLUSH_MODE_RMA = 1, CFG_FLUSH_MODE_CUDA = 2 };
 /* Values of NCCL_FABRIC_RMA_PLUGIN. */
 enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CFG_RMA_PLUGIN_OFF = 2 };
-/* Values of NCCL_FABRIC_TUNER. */
-enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 /* Most rails (endpoints) a device opens: NCCL_FABRIC_RAILS's bound, the
  * domain's endpoint table and the rail addresses a CONNECT carries. */
 #define CFG_MAX_RAILS 8
@@ -95,13 +93,7 @@ enum cfg_tuner_mode { CFG_TUNER_ON = 0, CFG_TUNER_OFF = 1 };
 	  "plugin pings the peer each second and its endpoint answers; a ping that fails "     \
 	  "ends the wait at once.")                                                            \
 	X(CQ_BATCH, CFG_INT, "32", 1, 256, NULL,                                           \
-	  "Completions read from a completion queue per call.")                               \
-	X(TUNER, CFG_ENUM, "off", 0, 0, "on|off",                                          \
-	  "NCCL's tuner plugin from this library (ncclTunerPlugin_v6/v5, used when "            \
-	  "NCCL_TUNER_PLUGIN names no other tuner). on: for collectives of 4 MiB and more "     \
-	  "across nodes, Ring/Simple where NCCL's model rates it within 1.5x of its own pick; " \
-	  "each choice logged once at INFO. off (the default: NCCL's own choices are at "      \
-	  "least as fast; docs/tuner.md): NCCL's choices unchanged.")
+	  "Completions read from a completion queue per call.")
 
 enum cfg_id {
 #define CFG_ID(id, type, def, min, max, names, help) CFG_##id,

@@ -48,16 +48,6 @@ struct core_plugin {
 /* The live plugin context, or NULL outside init..finalize. */
 struct core_plugin *core_plugin_get(void);
 
-/* NCCL's tuner plugin (core_tuner.c, tables in abi/abi_tuner.c): one context
- * per communicator; never fails NCCL (a NULL context changes nothing). */
-int core_tuner_init(void **ctx, const char *version, uint64_t comm_id, size_t nranks,
-		    size_t nnodes, ncclDebugLogger_t logger);
-/* Applies policy_tune() to NCCL's cost table [nalgo][nproto]; logs each
- * distinct choice once. */
-void core_tuner_coll(void *ctx, int coll, size_t nbytes, float *table, int nalgo, int nproto,
-		     int *nchannels);
-void core_tuner_finalize(void *ctx);
-
 /* The report behind nccl-fabric-info (core_report.c). */
 int core_report_write(FILE *out, int flags); /* NCCL_FABRIC_REPORT_* */
 

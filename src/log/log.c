@@ -58,14 +58,18 @@ static const char *level_name(ncclDebugLogLevel level)
 	}
 }
 
-static void log_vmsg(ncclDebugLogger_t logger, ncclDebugLogLevel level, unsigned long subsys,
-		     const char *file, int line, const char *fmt, va_list ap)
+void log_msg(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
+	     const char *fmt, ...)
 {
+	ncclDebugLogger_t logger = atomic_load(&nccl_logger);
 	if (!logger && (int)level > atomic_load(&stderr_level))
 		return;
 
 	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 
 	if (logger) {
 		logger(level, subsys, file, line, "%s", msg);
@@ -76,24 +80,6 @@ static void log_vmsg(ncclDebugLogger_t logger, ncclDebugLogLevel level, unsigned
 	gethostname(host, sizeof(host) - 1);
 	fprintf(stderr, "%s:%d:%ld [fabric] %s %s\n", host, (int)getpid(), (long)syscall(SYS_gettid),
 		level_name(level), msg);
-}
-
-void log_msg(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
-	     const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	log_vmsg(atomic_load(&nccl_logger), level, subsys, file, line, fmt, ap);
-	va_end(ap);
-}
-
-void log_msg_to(ncclDebugLogger_t logger, ncclDebugLogLevel level, unsigned long subsys,
-		const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	log_vmsg(logger ? logger : atomic_load(&nccl_logger), level, subsys, file, line, fmt, ap);
-	va_end(ap);
 }
 
 unsigned long long log_now_ns(void)

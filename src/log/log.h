@@ -20,19 +20,10 @@ int log_trace_enabled(void);
 void log_msg(ncclDebugLogLevel level, unsigned long subsys, const char *file, int line,
 	     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* The same through a logger given by NCCL to another plugin (the tuner's
- * init has its own); NULL: the one log_set_logger installed, else stderr. */
-void log_msg_to(ncclDebugLogger_t logger, ncclDebugLogLevel level, unsigned long subsys,
-		const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
-
 #define LOG_WARN(sub, fmt, ...) \
 	log_msg(NCCL_LOG_WARN, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
 #define LOG_INFO(sub, fmt, ...) \
 	log_msg(NCCL_LOG_INFO, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt, ##__VA_ARGS__)
-#define LOG_INFO_TO(logger, sub, fmt, ...)                                                   \
-	log_msg_to((logger), NCCL_LOG_INFO, (sub), __FILE__, __LINE__, "NET/Fabric : " fmt,  \
-		   ##__VA_ARGS__)
 #define LOG_TRACE(sub, fmt, ...)                                                              \
 	do {                                                                                  \
 		if (log_trace_enabled())                                                  \

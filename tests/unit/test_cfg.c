@@ -322,7 +322,6 @@ static int test_defaults(void)
 	CHECK_EQ(cfg.v[CFG_SPEED].i, 0);
 	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 300);
 	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 32);
-	CHECK_EQ(cfg.v[CFG_TUNER].i, CFG_TUNER_OFF);
 	return 0;
 }
 
@@ -344,7 +343,6 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_SPEED", "400000" },
 		{ "NCCL_FABRIC_TIMEOUT", "86400" },
 		{ "NCCL_FABRIC_CQ_BATCH", "256" },
-		{ "NCCL_FABRIC_TUNER", "off" },
 		{ "NCCL_FABRIC_NOT_A_SETTING", "x" },
 	};
 	struct fake_env env = { kv, (int)(sizeof(kv) / sizeof(kv[0])), { 0 }, 0 };
@@ -360,7 +358,6 @@ static int test_env_values(void)
 	CHECK_EQ(cfg.v[CFG_SPEED].i, 400000);
 	CHECK_EQ(cfg.v[CFG_TIMEOUT].i, 86400);
 	CHECK_EQ(cfg.v[CFG_CQ_BATCH].i, 256);
-	CHECK_EQ(cfg.v[CFG_TUNER].i, CFG_TUNER_OFF);
 	CHECK_EQ(cfg.v[CFG_RAILS].i, 4);
 	CHECK_EQ(cfg.v[CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
 	CHECK_EQ(cfg.v[CFG_EAGER_MAX].i, 65536);
