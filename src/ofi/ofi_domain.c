@@ -81,8 +81,8 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	dom->rma = (dom->info->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ);
 	/* Large messages go as one RMA write whose CQ data tells the receiver
 	 * which buffer is full: needs the write capabilities, 4 bytes of CQ data
-	 * or more (with 4 the receiver sums the size from the completions), and a
-	 * provider that does not consume a posted receive for it. */
+	 * or more (with 4 the receiver sums the size from the completions); where
+	 * it takes a posted receive (FI_RX_CQ_DATA), a control receive serves. */
 	dom->rma_write = attr->rma_write && policy_writes_fit(dom->info);
 	dom->cq_data4 = dom->info->domain_attr->cq_data_size < 8;
 

@@ -207,6 +207,33 @@ static void reap_zombies(struct ofi_domain *dom)
 		container_of(it, struct ofi_zombie, link)->release(container_of(it, struct ofi_zombie, link));
 }
 
+/* A peer's RMA write with CQ data, by its flags: FI_REMOTE_WRITE, or CQ data
+ * on a completion without a context or not a receive's (some flag a write
+ * FI_RMA|FI_REMOTE_CQ_DATA only: policy_traits.c, "remote write flags"; the
+ * plugin sends no message with CQ data). */
+static bool remote_write(uint64_t flags, const void *ctx)
+{
+	return (flags & FI_REMOTE_WRITE) ||
+	       ((flags & FI_REMOTE_CQ_DATA) && (!ctx || !(flags & FI_RECV)));
+}
+
+/* The context of a peer's write's completion: under FI_RX_CQ_DATA the pool
+ * receive its CQ data took, posted again unread; anything else is not ours
+ * and is never read through (libfabric 1.17's shm leaves a stale 1 there).
+ * CQ lock held. */
+static void remote_write_ctx(struct ofi_ep *ep, void *ctx, const char *what)
+{
+	if (!ctx || !(ep->dom->info->mode & FI_RX_CQ_DATA))
+		return;
+	struct ofi_op *op = ofi_pool_find(ep, ctx);
+	if (op)
+		ofi_pool_return(op);
+	else
+		LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write %s on a context that is "
+				 "not one of this endpoint's posted control receives (%p); ignored",
+				 ep->dom->name, what, ctx);
+}
+
 int ofi_ep_progress(struct ofi_ep *ep)
 {
 	struct fi_cq_tagged_entry entries[256];
@@ -224,12 +251,12 @@ int ofi_ep_progress(struct ofi_ep *ep)
 			for (ssize_t i = 0; i < n; i++) {
 				struct ofi_op *op = entries[i].op_context;
 				uint64_t fl = entries[i].flags;
-				/* a peer's RMA write with CQ data has no context of ours
-				 * (some flag it FI_RMA|FI_REMOTE_CQ_DATA only:
-				 * policy_traits.c, "remote write flags") */
-				if ((fl & FI_REMOTE_WRITE) || (!op && (fl & FI_REMOTE_CQ_DATA))) {
+				/* a peer's RMA write with CQ data: no op of ours, but
+				 * perhaps the control receive it took (FI_RX_CQ_DATA) */
+				if (remote_write(fl, op)) {
 					if (ep->rw_fn)
 						ep->rw_fn(ep, ep->rw_arg, entries[i].data, entries[i].len);
+					remote_write_ctx(ep, op, "completed");
 					continue;
 				}
 				if (!op) {
@@ -266,11 +293,15 @@ int ofi_ep_progress(struct ofi_ep *ep)
 				if (err.err != FI_ENOMSG) /* (a peek that found nothing) */
 					atomic_fetch_add(&ep->cq_errors, 1);
 				struct ofi_op *op = err.op_context;
-				if (err.flags & FI_REMOTE_WRITE)
+				if (remote_write(err.flags, op)) {
 					LOG_WARN_LIMITED(NCCL_NET, "device %s: a peer's RMA write into this "
 							 "process failed: %s", ep->dom->name,
 							 ofi_strerror(err.err));
-				else if (op)
+					/* the receive it took is free again (a cancel
+					 * is close's: nothing is posted again then) */
+					if (err.err != FI_ECANCELED)
+						remote_write_ctx(ep, op, "failed");
+				} else if (op)
 					op->complete(op, NULL, &err);
 				else
 					LOG_WARN(NCCL_NET, "device %s: completion error without context: %s",

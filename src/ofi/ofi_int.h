@@ -12,6 +12,14 @@
 
 /* Posts again the receives that could not be posted (-FI_EAGAIN); CQ lock held. */
 void ofi_pools_repost(struct ofi_ep *ep);
+/* FI_RX_CQ_DATA: the pool receive whose context a peer's RMA write completed
+ * on, found by its address alone, never read through (a provider without the
+ * mode may leave anything there: libfabric 1.17's shm leaves a stale 1), so
+ * NULL for anything that is not one of the endpoint's pool receives, or one
+ * that is not posted. CQ lock held. */
+struct ofi_op *ofi_pool_find(struct ofi_ep *ep, const void *ctx);
+/* ... and posts it again, unread (the write's bytes went elsewhere). CQ lock held. */
+void ofi_pool_return(struct ofi_op *op);
 /* Frees every pool of the endpoint, after the endpoint itself closed. */
 void ofi_pools_free(struct ofi_ep *ep);
 

@@ -3,6 +3,8 @@
  * posted for control messages addressed to many objects, each message handed
  * to its pool's handler by its route and the buffer posted again.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +110,32 @@ static void pool_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	}
 	if (pool_post(sl, op->index))
 		pool_mark(sl, op->index);
+}
+
+struct ofi_op *ofi_pool_find(struct ofi_ep *ep, const void *ctx)
+{
+	/* receives are posted with &op->ctx: an element of a slab's ops */
+	uintptr_t a = (uintptr_t)ctx - offsetof(struct ofi_op, ctx);
+	for (int k = 0; ctx && k < ep->npools; k++) {
+		for (struct ofi_rx_slab *sl = ep->pools[k]->slabs; sl; sl = sl->next) {
+			uintptr_t s = (uintptr_t)sl->ops;
+			if (a < s || a - s >= (size_t)sl->count * sizeof(*sl->ops))
+				continue;
+			if ((a - s) % sizeof(*sl->ops))
+				return NULL;
+			size_t i = (a - s) / sizeof(*sl->ops);
+			/* one waiting for a re-post is not posted: nothing took it */
+			return atomic_load(&sl->need[i]) ? NULL : &sl->ops[i];
+		}
+	}
+	return NULL;
+}
+
+void ofi_pool_return(struct ofi_op *op)
+{
+	struct ofi_rx_slab *sl = op->owner;
+	if (pool_post(sl, op->index))
+		pool_mark(sl, op->index); /* (-FI_EAGAIN: ofi_pools_repost tries again) */
 }
 
 /* Adds a slab of count receives and posts them. Caller holds the CQ lock. */

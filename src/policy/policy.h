@@ -29,15 +29,19 @@
 #define POLICY_MAX_CANDS 256
 #define POLICY_MAX_DEVS 32
 #define POLICY_NAME_LEN 64
-#define POLICY_REASON_LEN 256
+#define POLICY_REASON_LEN 320 /* the longest: a writes-only data path under FI_RX_CQ_DATA */
 
 /* Option value of FI_OPT_CUDA_API_PERMITTED (libfabric >= 1.18). It is an enum
  * member, so its presence cannot be tested with #ifdef; the number is stable. */
 #define POLICY_OPT_CUDA_API_PERMITTED 10
 
 /* Mode bits the plugin honours: every request starts with a struct fi_context2,
- * and the iov arrays its msg calls name live in the request (FI_ASYNC_IOV). */
-#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV)
+ * the iov arrays its msg calls name live in the request (FI_ASYNC_IOV), and a
+ * peer's RMA write with CQ data may take one of the untagged receives each
+ * endpoint keeps posted for control messages (FI_RX_CQ_DATA: ofi_ep_progress
+ * hands the write to its handler and posts that receive again, unread; only
+ * the attempts that ask for RMA offer it). */
+#define POLICY_SUPPORTED_MODE (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV | FI_RX_CQ_DATA)
 /* mr_mode bits the plugin honours (registration in ofi/ofi_domain.c, and the
  * data path). */
 #define POLICY_SUPPORTED_MR_MODE                                                              \
@@ -256,15 +260,16 @@ void policy_rails(const struct policy_rails_input *in, struct policy_rails_choic
 /* How messages above the eager limit move. Pure: the setting and the
  * provider's entry in; the choice and its reason out. RMA writes into the
  * buffer the receiver announced where the provider has FI_RMA with remote
- * writes and 4 bytes of remote CQ data or more that consume no receive (with
- * 4, the receiver sums the size from the write completions); else one
- * tagged send after the clear-to-send. */
+ * writes and 4 bytes of remote CQ data or more (with 4, the receiver sums the
+ * size from the write completions; where each write's CQ data takes a posted
+ * receive, FI_RX_CQ_DATA, the control receives serve, each posted again
+ * unread); else one tagged send after the clear-to-send. */
 struct policy_data_path {
 	bool rma;
 	char reason[POLICY_REASON_LEN];
 };
 /* Whether an entry can carry messages as RMA writes with CQ data: the write
- * capabilities, 4 bytes of CQ data or more, and no receive consumed for it. */
+ * capabilities and 4 bytes of CQ data or more (FI_RX_CQ_DATA or not). */
 bool policy_writes_fit(const struct fi_info *info);
 
 /* An IP provider's bare entry (no address, its own name as domain): what

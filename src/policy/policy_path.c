@@ -29,14 +29,20 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 	uint64_t caps = info ? info->caps : 0;
 	size_t cq_data = info && info->domain_attr ? info->domain_attr->cq_data_size : 0;
 	const char *why = NULL;
+	/* FI_RX_CQ_DATA: each write's CQ data takes a posted untagged receive;
+	 * the endpoint's control receives serve (ofi_ep_progress) */
+	const char *rx_cq_data = info && (info->mode & FI_RX_CQ_DATA)
+					 ? "; FI_RX_CQ_DATA: each write takes a control receive, "
+					   "posted again unread"
+					 : "";
 	if (info && !(caps & FI_TAGGED)) {
 		/* judge_cand kept it for its writes: they are the only way */
 		out->rma = true;
 		snprintf(out->reason, sizeof(out->reason),
 			 "every message as an RMA write into the receiver's buffer after its "
-			 "clear-to-send (%s has no FI_TAGGED; %zu bytes of remote CQ data%s)%s", prov,
+			 "clear-to-send (%s has no FI_TAGGED; %zu bytes of remote CQ data%s%s)%s", prov,
 			 cq_data, cq_data < 8 ? ": the receiver sums the size from the completions" : "",
-			 cfg_rma ? "" : "; NCCL_FABRIC_RMA=0 cannot apply");
+			 rx_cq_data, cfg_rma ? "" : "; NCCL_FABRIC_RMA=0 cannot apply");
 		return;
 	}
 	if (!cfg_rma)
@@ -45,8 +51,6 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 		why = "the provider has no FI_RMA with remote writes";
 	else if (cq_data < 4)
 		why = "the provider's remote CQ data is shorter than 4 bytes";
-	else if (info->mode & FI_RX_CQ_DATA)
-		why = "the provider's remote CQ data consumes a receive (FI_RX_CQ_DATA)";
 	else if (cxi_writedata_off(provider, cxi_writedata))
 		why = "cxi sends remote CQ data with writes only when FI_CXI_ENABLE_WRITEDATA=1 is "
 		      "set (libfabric's default is off, and its writedata then fails): set it for "
@@ -61,8 +65,9 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 	else if (out->rma)
 		snprintf(out->reason, sizeof(out->reason),
 			 "RMA writes into the receiver's buffer (%s has FI_RMA and %zu bytes of "
-			 "remote CQ data%s; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data,
-			 cq_data < 8 ? ": the receiver sums the size from the write completions" : "");
+			 "remote CQ data%s%s; NCCL_FABRIC_RMA=0 sends them tagged)", prov, cq_data,
+			 cq_data < 8 ? ": the receiver sums the size from the write completions" : "",
+			 rx_cq_data);
 	else if (why == no_write_why)
 		snprintf(out->reason, sizeof(out->reason),
 			 "one tagged send after the clear-to-send (%s; NCCL_FABRIC_RMA=1 asks for "

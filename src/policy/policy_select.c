@@ -69,7 +69,9 @@ static void plan_one(struct policy_attempt_plan *p, bool local, bool hmem, bool 
 	 * FI_LOCAL_COMM"). */
 	p->caps = FI_TAGGED | FI_MSG | (local ? 0 : FI_REMOTE_COMM) | (hmem ? FI_HMEM : 0) |
 		  (rma ? (FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE) : 0);
-	p->mode = POLICY_SUPPORTED_MODE;
+	/* FI_RX_CQ_DATA only where writes with CQ data may follow: the mode
+	 * means nothing to an entry without them */
+	p->mode = POLICY_SUPPORTED_MODE & ~(rma ? 0 : (uint64_t)FI_RX_CQ_DATA);
 	p->mr_mode = POLICY_SUPPORTED_MR_MODE & ~(hmem ? 0 : FI_MR_HMEM);
 	p->api_version = api;
 	snprintf(p->label, sizeof(p->label), "%s, %s%s%s", hmem ? "FI_HMEM" : "host memory",
@@ -269,8 +271,7 @@ static size_t cq_data_of(const struct fi_info *info)
 bool policy_writes_fit(const struct fi_info *info)
 {
 	uint64_t wcaps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
-	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4 &&
-	       !(info->mode & FI_RX_CQ_DATA);
+	return (info->caps & wcaps) == wcaps && cq_data_of(info) >= 4;
 }
 
 /* libfabric lists the same entry several times (one per layering path): an
@@ -336,8 +337,8 @@ static bool judge_cand(struct policy_selection *sel, struct policy_cand *c, cons
 	}
 	if (!(info->caps & FI_TAGGED) && !policy_writes_fit(info)) {
 		snprintf(c->reason, sizeof(c->reason),
-			 "lacks FI_TAGGED, and RMA writes with 4 bytes of remote CQ data (that consume "
-			 "no receive) to carry every message instead");
+			 "lacks FI_TAGGED, and RMA writes with 4 bytes of remote CQ data to carry "
+			 "every message instead");
 		return false;
 	}
 	if (info->mode & ~(uint64_t)POLICY_SUPPORTED_MODE) {

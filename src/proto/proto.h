@@ -54,6 +54,12 @@
 #define PROTO_CTS_POOL 128
 /* ... and this many more per object registered on it (grown at connect). */
 #define PROTO_CTS_PER_SEND 4
+/* Under FI_RX_CQ_DATA each RMA write landing on an endpoint takes one of its
+ * control receives until the CQ read that posts it again: this many more per
+ * object (grown at accept; NCCL keeps 8 receives in flight per connection),
+ * so a burst of writes finds them posted. (Beyond, efa-direct retries the
+ * write until one is, without end by default.) */
+#define PROTO_CTS_PER_RECV_RXCQ 16
 /* How long close waits for operations already moving NCCL's data. */
 #define PROTO_CLOSE_WAIT_NS (5ULL * 1000000000ULL)
 /* How long a closed receive comm keeps its sink posted (proto_recv.sink):

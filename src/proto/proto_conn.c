@@ -735,6 +735,17 @@ static int recv_create(struct proto_listen *l, const struct proto_msg *req,
 	}
 	for (int i = 0; i < r->c.nrails; i++)
 		r->src[i] = dom->directed ? r->peer[i] : FI_ADDR_UNSPEC;
+	if (dom->rma_write && (dom->info->mode & FI_RX_CQ_DATA)) {
+		/* the writes to come take control receives (FI_RX_CQ_DATA):
+		 * within half of the provider's receive queue, as at connect */
+		int objects = ofi_domain_nobjs(dom);
+		int want = PROTO_CTS_POOL + PROTO_CTS_PER_RECV_RXCQ * objects;
+		for (int i = 0; i < r->c.nrails; i++)
+			if (pool_reserve_share(r->c.rails[i], PROTO_POOL_CTS, PROTO_CTS_POOL, want, 2))
+				LOG_WARN(NCCL_NET, "accept: could not post more control receives on "
+					 "rail %d for the RMA writes of %d connections (FI_RX_CQ_DATA); "
+					 "a write may wait for a free one", i, objects);
+	}
 	r->id = r->c.reg.id;
 	r->c.secret = req->secret;
 	r->ack.type = PROTO_MSG_ACCEPT;

@@ -217,6 +217,9 @@ struct th_domain {
 	uint64_t rng_seed;
 	atomic_ulong rng_ctr;
 	int rx_cq_data;
+	/* the base's own entry has FI_RX_CQ_DATA: its remote writes' contexts
+	 * are receives the caller posted, passed on as they are */
+	int base_rx_cq_data;
 	pthread_mutex_t eps_lock; /* eps */
 	struct th_ep *eps;	  /* open endpoints, for th_rules_progress */
 	atomic_int deferred;	  /* endpoints holding a send or a notice back */
@@ -394,6 +397,13 @@ ssize_t th_cq_take_held(struct th_cq *cq, void *buf, size_t count, fi_addr_t *sr
 #define TH_NOTICE_MARK (1ULL << 63)
 void th_notice_send(struct th_ep *ep, fi_addr_t dest, uint64_t data, size_t len);
 void th_rx_cq_data_rewrite(struct th_cq *cq, void *buf, ssize_t n);
+/* A peer's RMA at this target took no receive of the caller's: its entry says
+ * op_context NULL, as a provider without FI_RX_CQ_DATA reports it (shm puts a
+ * field of the peer's command there, left over from an earlier one). n base
+ * entries in `format`, read before anything else looks at them; the notices'
+ * entries that th_rx_cq_data_rewrite turns into writes keep their receive's. */
+void th_remote_ctx_clear(struct th_domain *dom, enum fi_cq_format format, void *buf, ssize_t n);
+void th_remote_ctx_clear_err(struct th_domain *dom, struct fi_cq_err_entry *e);
 /* The pseudo-random choice: 1 in `one_in`. */
 int th_rules_coin(struct th_domain *dom, unsigned one_in);
 

@@ -551,6 +551,10 @@ static void th_cq_store(enum fi_cq_format format, void *buf, size_t i,
 
 static const char *th_comp_kind(uint64_t flags)
 {
+	if (flags & FI_REMOTE_WRITE)
+		return "remote-write";
+	if (flags & FI_REMOTE_READ)
+		return "remote-read";
 	if (flags & FI_RMA)
 		return flags & FI_READ ? "read" : "write";
 	if (flags & FI_RECV)
@@ -786,6 +790,8 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 			return -FI_EAVAIL;
 		n = src_addr ? fi_cq_readfrom(cq->base, buf, count, src_addr)
 			     : fi_cq_read(cq->base, buf, count);
+		if (n > 0)
+			th_remote_ctx_clear(cq->domain, cq->format, buf, n);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
 		if (n > 0) {
@@ -805,6 +811,7 @@ static ssize_t th_cq_readfrom_unlocked(struct fid_cq *cq_fid, void *buf, size_t 
 		n = fi_cq_readfrom(cq->base, ents, count, srcs);
 		if (n <= 0)
 			return n;
+		th_remote_ctx_clear(cq->domain, FI_CQ_FORMAT_TAGGED, ents, n);
 		out = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
 		if (out > 0) {
 			th_rx_cq_data_rewrite(cq, buf, out);
@@ -850,6 +857,8 @@ static ssize_t th_cq_sreadfrom_inner(struct fid_cq *cq_fid, void *buf, size_t co
 	if (!cq->translate) {
 		n = src_addr ? fi_cq_sreadfrom(cq->base, buf, count, src_addr, cond, timeout)
 			     : fi_cq_sread(cq->base, buf, count, cond, timeout);
+		if (n > 0)
+			th_remote_ctx_clear(cq->domain, cq->format, buf, n);
 		if (n > 0 && cq->domain->trace)
 			th_trace_read(cq, buf, n);
 		if (n > 0) {
@@ -866,6 +875,7 @@ static ssize_t th_cq_sreadfrom_inner(struct fid_cq *cq_fid, void *buf, size_t co
 	n = fi_cq_sreadfrom(cq->base, ents, count, srcs, cond, timeout);
 	if (n <= 0)
 		return n;
+	th_remote_ctx_clear(cq->domain, FI_CQ_FORMAT_TAGGED, ents, n);
 	n = th_cq_finish(cq, ents, n, buf, src_addr, srcs);
 	if (n > 0) {
 		th_rx_cq_data_rewrite(cq, buf, n);
@@ -913,6 +923,7 @@ static ssize_t th_cq_readerr_unlocked(struct fid_cq *cq_fid, struct fi_cq_err_en
 	ret = fi_cq_readerr(cq->base, buf, flags);
 	if (ret <= 0)
 		return ret;
+	th_remote_ctx_clear_err(cq->domain, buf);
 	/* the base's err_data (perhaps in the caller's buffer that held ours before) */
 	pthread_mutex_lock(&cq->err_lock);
 	cq->err_data_ours = NULL;
@@ -1303,6 +1314,7 @@ int th_domain_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_d
 	}
 	ret = fi_domain(fab->base, binfo, &dom->base, context);
 	dom->base_mr_mode = binfo->domain_attr ? (uint64_t)binfo->domain_attr->mr_mode : 0;
+	dom->base_rx_cq_data = !!(binfo->mode & FI_RX_CQ_DATA);
 	fi_freeinfo(binfo);
 	if (ret) {
 		FI_WARN(&th_prov, FI_LOG_DOMAIN, "fi_domain(%s): %s\n", fab->base_name,

@@ -612,3 +612,36 @@ void th_rx_cq_data_rewrite(struct th_cq *cq, void *buf, ssize_t n)
 			 m->len, cq->domain->id);
 	}
 }
+
+/* A peer's RMA at this target: flagged FI_REMOTE_WRITE or FI_REMOTE_READ, or
+ * remote CQ data on something not a receive (some providers flag a write
+ * FI_RMA|FI_REMOTE_CQ_DATA only). */
+static int th_remote_rma(uint64_t flags)
+{
+	return (flags & (FI_REMOTE_WRITE | FI_REMOTE_READ)) ||
+	       ((flags & FI_REMOTE_CQ_DATA) && !(flags & FI_RECV));
+}
+
+void th_remote_ctx_clear(struct th_domain *dom, enum fi_cq_format format, void *buf, ssize_t n)
+{
+	size_t esz = th_cq_entry_size(format);
+
+	/* (FI_CQ_FORMAT_CONTEXT has no flags to tell a remote write by) */
+	if (dom->base_rx_cq_data || format == FI_CQ_FORMAT_CONTEXT)
+		return;
+	for (ssize_t i = 0; i < n; i++) {
+		/* every format but CONTEXT begins with op_context, then flags */
+		struct fi_cq_msg_entry *m = (void *)((char *)buf + (size_t)i * esz);
+
+		if (!m->op_context || !th_remote_rma(m->flags))
+			continue;
+		TH_TRACE(dom, 1, "trace remote-ctx-cleared ctx=%p flags=0x%llx dom=%u",
+			 m->op_context, (unsigned long long)m->flags, dom->id);
+		m->op_context = NULL;
+	}
+}
+
+void th_remote_ctx_clear_err(struct th_domain *dom, struct fi_cq_err_entry *e)
+{
+	th_remote_ctx_clear(dom, FI_CQ_FORMAT_MSG, e, 1);
+}

@@ -228,7 +228,9 @@ static int test_plan_unnamed(void)
 		CHECK_EQ(!!(p->mr_mode & FI_MR_HMEM), want[a].hmem);
 		CHECK_EQ((p->caps & (FI_RMA | FI_READ)) == (FI_RMA | FI_READ), want[a].rma);
 		CHECK_EQ(p->caps & FI_LOCAL_COMM, 0);
-		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV));
+		/* FI_RX_CQ_DATA where writes with CQ data may follow */
+		CHECK(p->mode == (FI_CONTEXT | FI_CONTEXT2 | FI_ASYNC_IOV |
+				  (want[a].rma ? FI_RX_CQ_DATA : 0)));
 		CHECK_EQ(p->mr_mode & ~POLICY_SUPPORTED_MR_MODE, 0);
 		CHECK(p->mr_mode & FI_MR_LOCAL);
 		CHECK(p->label[0] != '\0');
@@ -431,6 +433,26 @@ static int test_select_no_tags(void)
 	CHECK(dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "every message as an RMA write");
 	CHECK_STR_CONTAINS(dp.reason, "NCCL_FABRIC_RMA=0 cannot apply");
+	scen_free(&s);
+	/* where each write's CQ data takes a posted receive (FI_RX_CQ_DATA,
+	 * efa-direct on some devices): offered by the ask, kept, the control
+	 * receives serve */
+	scen_init(&s, "efa");
+	CHECK(s.plan[notag_host].mode & FI_RX_CQ_DATA);
+	d = scen_add(&s, notag_host, &EFAD);
+	d->caps &= ~FI_TAGGED;
+	d->ep_attr->mem_tag_format = 0;
+	d->domain_attr->cq_data_size = 4;
+	d->mode |= FI_RX_CQ_DATA;
+	CHECK_EQ(scen_select(&s), 0);
+	CHECK(kept(&s, d));
+	policy_data_path(true, false, NULL, "efa", d, NULL, &dp);
+	CHECK(dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "every message as an RMA write");
+	CHECK_STR_CONTAINS(dp.reason, "; FI_RX_CQ_DATA: each write takes a control receive, "
+				      "posted again unread)");
+	policy_data_path(false, true, NULL, "efa", d, NULL, &dp);
+	CHECK_STR_CONTAINS(dp.reason, "posted again unread); NCCL_FABRIC_RMA=0 cannot apply");
 	scen_free(&s);
 	/* without 4 bytes of CQ data it cannot carry them */
 	scen_init(&s, "efa");
@@ -1627,11 +1649,16 @@ static int test_datapath_defaults(void)
 	CHECK(!dp.rma);
 	CHECK_STR_CONTAINS(dp.reason, "x: the provider's remote CQ data is shorter than 4 bytes");
 	fi->domain_attr->cq_data_size = 8;
+	/* FI_RX_CQ_DATA: the control receives take the writes' CQ data */
 	fi->mode |= FI_RX_CQ_DATA;
 	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
-	CHECK(!dp.rma);
-	CHECK_STR_CONTAINS(dp.reason, "FI_RX_CQ_DATA");
+	CHECK(dp.rma);
+	CHECK_STR_CONTAINS(dp.reason, "FI_RX_CQ_DATA: each write takes a control receive, "
+				      "posted again unread");
+	CHECK(policy_writes_fit(fi));
 	fi->mode = 0;
+	policy_data_path(true, false, NULL, "x", fi, NULL, &dp);
+	CHECK(!strstr(dp.reason, "FI_RX_CQ_DATA"));
 	/* cxi: writes carry CQ data only with FI_CXI_ENABLE_WRITEDATA=1, even when asked */
 	policy_data_path(true, true, NULL, "cxi", fi, NULL, &dp);
 	CHECK(!dp.rma);
