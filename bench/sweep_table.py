@@ -27,6 +27,12 @@ SOCKET = re.compile(r"^nccl-socket(-best)?-sweep-(\w+)-r(\d+)(-netns(-[\w.]+)?)?
 NOISE = 0.10
 
 
+def faster(setting, t, default):
+    """A plugin setting other than the default, faster than it beyond NOISE."""
+    return (default is not None and not setting.startswith("Socket") and setting != "default"
+            and t < default * (1 - NOISE))
+
+
 def size_label(n):
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if n >= 1 << shift and n % (1 << shift) == 0:
@@ -71,7 +77,7 @@ def summary(times):
                 if not d:
                     continue
                 for k, v in row.items():
-                    if not k.startswith("Socket") and k != "default" and v < d * (1 - NOISE):
+                    if faster(k, v, d):
                         wins[k] += 1
                 if row.get("Socket"):
                     r = row["Socket"] / d
@@ -119,7 +125,7 @@ def main(argv):
                     continue
                 fk = min(knobs, key=knobs.get)
                 sk, sb = row.get("Socket"), row.get("Socket best")
-                if d and fk != "default" and knobs[fk] < d * (1 - NOISE):
+                if faster(fk, knobs[fk], d):
                     wins[fk].append(f"{coll} {size_label(n)} {knobs[fk] / d:.2f}")
                 vs = sk / d if d and sk else None
                 if vs is not None and (worst is None or vs < worst[0]):

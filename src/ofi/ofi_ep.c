@@ -416,9 +416,10 @@ bool ofi_ep_peer_gone(struct ofi_ep *ep, fi_addr_t peer)
 	return pid && ofi_shm_gone(pid, start);
 }
 
-bool ofi_ep_peer_refused(struct ofi_ep *ep, fi_addr_t peer, unsigned wait_ms)
+/* Copies an inserted peer's endpoint name out of the table; its length, or 0
+ * when the peer is unknown. */
+static size_t peer_name_copy(struct ofi_ep *ep, fi_addr_t peer, unsigned char name[OFI_ADDR_MAX])
 {
-	unsigned char name[OFI_ADDR_MAX];
 	size_t len = 0;
 	pthread_mutex_lock(&ep->lock);
 	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
@@ -427,6 +428,13 @@ bool ofi_ep_peer_refused(struct ofi_ep *ep, fi_addr_t peer, unsigned wait_ms)
 		memcpy(name, pa->bytes, len);
 	}
 	pthread_mutex_unlock(&ep->lock);
+	return len;
+}
+
+bool ofi_ep_peer_refused(struct ofi_ep *ep, fi_addr_t peer, unsigned wait_ms)
+{
+	unsigned char name[OFI_ADDR_MAX];
+	size_t len = peer_name_copy(ep, peer, name);
 	return len && ofi_sock_refused(name, len, wait_ms) == 1;
 }
 
@@ -434,14 +442,7 @@ int ofi_ep_peer_arm_reset(struct ofi_ep *ep, fi_addr_t peer, unsigned timeout_ms
 			  struct ofi_sock_armed *armed)
 {
 	unsigned char name[OFI_ADDR_MAX];
-	size_t len = 0;
-	pthread_mutex_lock(&ep->lock);
-	struct ofi_peer_addr *pa = peer_entry_locked(ep, peer);
-	if (pa) {
-		len = pa->len;
-		memcpy(name, pa->bytes, len);
-	}
-	pthread_mutex_unlock(&ep->lock);
+	size_t len = peer_name_copy(ep, peer, name);
 	if (!len)
 		return -FI_ENOENT;
 	int rc = ofi_sock_arm(ep->name, ep->namelen, name, len, timeout_ms, armed);
