@@ -1043,6 +1043,13 @@ stage_torch() {
 		out=$base.out
 		net=$(path_net "$path")
 		path_env "$path" "$base"
+		# testhmem's CUDA mode copies from NCCL's proxy thread while NCCL's kernel
+		# waits for the data. PyTorch loads its kernels lazily: the first one
+		# launched after the collective is loaded under a context-wide wait for
+		# that kernel, the copy queues behind the load, and neither moves. A
+		# GPUDirect NIC makes no CUDA call, so eager loading keeps the emulation
+		# faithful (CUDA_MODULE_LOADING=LAZY reproduces the hang).
+		[[ $path == fabric-gpu ]] && ENV_RUN+=("CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}")
 		unset_args
 		printf '%s\n' "${ENV_RUN[@]}" >"$base.env"
 		t0=$SECONDS
