@@ -176,6 +176,8 @@ struct ofi_domain {
 	pthread_mutex_t buf_lock;   /* bounce buffers */
 	size_t buf_size;
 	struct ofi_buf *buf_free;
+	_Atomic(struct ofi_buf *) spill; /* ofi_buf_spill */
+	bool rx_iov2;               /* receives take two iovs (ofi_ep_trecv_spill) */
 	struct ofi_buf_slab *buf_slabs;
 	pthread_mutex_t id_lock;    /* the id space below */
 	struct dlist ids[OFI_ID_BUCKETS];
@@ -189,6 +191,11 @@ struct ofi_domain {
  * memory (or buf_size is 0). */
 struct ofi_buf *ofi_buf_get(struct ofi_domain *dom);
 void ofi_buf_put(struct ofi_domain *dom, struct ofi_buf *b);
+/* The domain's spill: one bounce buffer that receives write into and nobody
+ * reads (ofi_ep_trecv_spill), shared by them all, so concurrent writes into
+ * it do no harm. Taken on first use, kept until the domain closes; NULL when
+ * out of memory (or buf_size is 0). */
+struct ofi_buf *ofi_buf_spill(struct ofi_domain *dom);
 
 /* Registers obj under a fresh id, unique among the domain's registered
  * objects, within mask and never 0. Returns the id, 0 when mask is exhausted.
@@ -400,6 +407,24 @@ static inline ssize_t ofi_ep_trecv(struct ofi_ep *ep, void *buf, size_t len, voi
 {
 	ofi_ep_enter(ep);
 	ssize_t rc = fi_trecv(ep->ep, buf, len, ofi_ep_desc(ep, desc), src, tag, ignore, ctx);
+	ofi_ep_leave(ep);
+	return rc;
+}
+
+/* A tagged receive into buf whose overflow goes to the domain's spill
+ * (ofi_buf_spill) instead of being cut: a message up to len + buf_size bytes
+ * arrives whole, its length shows whether it fit, and nothing is written
+ * past buf. Two iovs (dom->rx_iov2); a zero-length buf takes the spill alone. */
+static inline ssize_t ofi_ep_trecv_spill(struct ofi_ep *ep, void *buf, size_t len, void *desc,
+					 const struct ofi_buf *spill, fi_addr_t src, uint64_t tag,
+					 uint64_t ignore, void *ctx)
+{
+	struct iovec iov[2] = {{buf, len}, {spill->mem, ep->dom->buf_size}};
+	void *descs[2] = {ofi_ep_desc(ep, desc), ofi_ep_desc(ep, spill->desc)};
+	int first = len ? 0 : 1;
+	ofi_ep_enter(ep);
+	ssize_t rc = fi_trecvv(ep->ep, iov + first, descs + first, 2 - (size_t)first, src, tag,
+			       ignore, ctx);
 	ofi_ep_leave(ep);
 	return rc;
 }

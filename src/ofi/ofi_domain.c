@@ -71,6 +71,7 @@ int ofi_domain_open(const struct ofi_domain_attr *attr, struct ofi_domain **out)
 	}
 	dom->mr_mode = dom->info->domain_attr->mr_mode;
 	dom->directed = (dom->info->caps & FI_DIRECTED_RECV) != 0;
+	dom->rx_iov2 = dom->info->rx_attr && dom->info->rx_attr->iov_limit >= 2;
 	/* The provider's quirks (policy_traits.c), for this domain and its endpoints. */
 	policy_traits_for(dom->info, fi_version(), &dom->traits);
 	if (dom->traits.serialize)
@@ -236,6 +237,20 @@ struct ofi_buf *ofi_buf_get(struct ofi_domain *dom)
 	dom->buf_free = b->next;
 	pthread_mutex_unlock(&dom->buf_lock);
 	return b;
+}
+
+struct ofi_buf *ofi_buf_spill(struct ofi_domain *dom)
+{
+	struct ofi_buf *s = atomic_load(&dom->spill);
+	if (s)
+		return s;
+	s = ofi_buf_get(dom);
+	struct ofi_buf *none = NULL;
+	if (s && !atomic_compare_exchange_strong(&dom->spill, &none, s)) {
+		ofi_buf_put(dom, s); /* another thread's is the domain's */
+		s = none;
+	}
+	return s;
 }
 
 void ofi_buf_put(struct ofi_domain *dom, struct ofi_buf *b)

@@ -223,9 +223,12 @@ struct proto_recv_req {
 	bool rails_held;           /* the comm's other rails are kept busy for its pieces */
 	int cursor;                /* next buffer to post */
 	struct ofi_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
-	/* a host buffer smaller than eager_max receives into a bounce buffer of
-	 * eager_max bytes: an eager message larger than it is then detected from
-	 * what arrived, and never truncated by the provider */
+	/* A host buffer smaller than eager_max must show an eager message larger
+	 * than itself by what arrived, never cut by the provider: it receives
+	 * with the domain's spill as a second iov (bit in spill), or, where the
+	 * provider takes one iov only, into a bounce buffer of eager_max bytes
+	 * that is copied out. */
+	uint32_t spill;
 	struct ofi_buf *bounce[PROTO_MAX_RECVS];
 	_Atomic uint64_t sunk;     /* ops re-posted into the closing comm's sink */
 	struct proto_cts cts;      /* what this receive posted, for the sender */

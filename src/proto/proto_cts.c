@@ -84,13 +84,13 @@ void proto_cts_lazy(struct proto_recv_req *q)
 {
 	const struct proto_device *dev = q->h.comm->dev;
 	int n = q->h.n;
-	/* Every buffer takes any eager message whole (its own size, or a bounce
-	 * buffer that shows an oversized one): the sender needs this CTS only
+	/* Every buffer takes any eager message whole (its own size, or a spill or
+	 * bounce buffer that shows an oversized one): the sender needs this CTS only
 	 * for a message above the eager limit, which is an error. Sent late. */
 	bool lazy = dev->plan.eager_max > 0;
 	for (int i = 0; i < n; i++)
 		lazy &= q->posted[i] <= dev->plan.eager_max &&
-			(q->bounce[i] || q->posted[i] == dev->plan.eager_max);
+			(q->bounce[i] || (q->spill >> i & 1) || q->posted[i] == dev->plan.eager_max);
 	if (lazy) {
 		q->cts_due_ns = util_coarse_ns() + PROTO_LAZY_CTS_NS;
 		atomic_store(&q->cts_lazy, 1);

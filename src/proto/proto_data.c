@@ -390,10 +390,10 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 			 "run the same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, -FI_EMSGSIZE);
-	} else if (e && bounce && e->len > q->posted[i]) {
+	} else if (e && (bounce || (q->spill >> i & 1)) && e->len > q->posted[i]) {
 		LOG_WARN(NCCL_NET,
 			 "receive from %s: a message of %zu bytes arrived for a buffer of %zu bytes "
-			 "(NCCL tag %d); nothing was written to the buffer. Both ranks must run the "
+			 "(NCCL tag %d); nothing was written past the buffer. Both ranks must run the "
 			 "same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer settings",
 			 r->peer_text, (size_t)e->len, q->posted[i], q->tags[i]);
 		proto_req_fail(&q->h, -FI_EMSGSIZE);
@@ -556,6 +556,7 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		int i = q->cursor;
 		struct ofi_op *op = &q->ops[i];
 		struct ofi_buf *b = q->bounce[i];
+		struct ofi_buf *spill = q->spill >> i & 1 ? ofi_buf_spill(c->dev->dom) : NULL;
 		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
@@ -563,10 +564,13 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		/* (bulk: a large message may come) */
 		proto_op_post_begin(c, op, c->rails[c->home], b ? NULL : mr,
 				    q->posted[i] > c->dev->plan.eager_max);
+		void *desc = mr ? mr->desc : NULL;
 		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->plan.eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :
-				 ofi_ep_trecv(op->ep, q->data[i], q->posted[i], mr ? mr->desc : NULL,
-					      src, q->wire[i], ignore, &op->ctx);
+			     spill ? ofi_ep_trecv_spill(op->ep, q->data[i], q->posted[i], desc, spill,
+							src, q->wire[i], ignore, &op->ctx) :
+				     ofi_ep_trecv(op->ep, q->data[i], q->posted[i], desc, src,
+						  q->wire[i], ignore, &op->ctx);
 		if (proto_op_post_end(c, op, rc))
 			return (int)rc;
 		q->h.nposted++;
@@ -655,6 +659,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	atomic_store(&q->rma_done, 0);
 	atomic_store(&q->cancel_due, 0);
 	q->rails_held = false;
+	q->spill = 0;
 	memset(q->landed, 0, sizeof(q->landed));
 	proto_cts_init(q, n);
 	for (int i = 0; i < n; i++) {
@@ -679,7 +684,10 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->bounce[i] = NULL;
-		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
+		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM) &&
+		    (!sizes[i] || dev->dom->rx_iov2) && ofi_buf_spill(dev->dom)) {
+			q->spill |= 1u << i;
+		} else if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			q->bounce[i] = ofi_buf_get(dev->dom);
 			if (!q->bounce[i])
 				LOG_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "

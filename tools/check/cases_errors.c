@@ -826,8 +826,8 @@ static int ck_close_reconnect_burst(ck_t *ck)
 static const ck_case_t ck_errors[] = {
 	{"send-larger/eager", "8 KiB into a 4 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 8 * KiB},
-	{"send-larger/lazy", "20 KiB into a 10 KiB receive: into a bounced receive: "
-			     "ncclInvalidUsage + WARN, guard intact",
+	{"send-larger/lazy", "20 KiB into a 10 KiB receive (spilled or bounced, so the "
+			     "length shows it): ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 20 * KiB},
 	{"send-larger/lazy-cts", "96 KiB into a 48 KiB receive: above tcp's eager limit, into a "
 				 "receive whose CTS is lazy: ncclInvalidUsage + WARN, guard intact",
