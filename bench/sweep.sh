@@ -12,7 +12,7 @@
 #   SWEEP_LINKS   netns and/or loopback (default "netns loopback")
 #   SWEEP_RANKS   rank counts, each rank its own host (default "2 8")
 #   SWEEP_KNOBS   semicolon list of NAME:NCCL_FABRIC_X=V[,NCCL_FABRIC_Y=W]
-#                 (default: the list below); "default" runs first and
+#                 (default: the list below; empty: none); "default" runs first and
 #                 again last ("again"): what "again" beats the default at
 #                 is this machine's noise
 #   SWEEP_SOCKET  1: Socket's defaults and best tuning too (default 1)
@@ -39,7 +39,7 @@ fi
 
 # Each knob is one of the plugin's settings moved away from its default, so
 # the table shows, per size, whether a default is the fastest setting.
-KNOBS=${SWEEP_KNOBS:-"rails1:NCCL_FABRIC_RAILS=1;rails2:NCCL_FABRIC_RAILS=2;rma0:NCCL_FABRIC_RMA=0;eager256k:NCCL_FABRIC_EAGER_MAX=262144;eager1m:NCCL_FABRIC_EAGER_MAX=1048576;stripe1m:NCCL_FABRIC_STRIPE_MIN=1048576"}
+KNOBS=${SWEEP_KNOBS-"rails1:NCCL_FABRIC_RAILS=1;rails2:NCCL_FABRIC_RAILS=2;rma0:NCCL_FABRIC_RMA=0;eager256k:NCCL_FABRIC_EAGER_MAX=262144;eager1m:NCCL_FABRIC_EAGER_MAX=1048576;stripe1m:NCCL_FABRIC_STRIPE_MIN=1048576"}
 export SWEEP_MIN=${SWEEP_MIN:-8} SWEEP_MAX=${SWEEP_MAX:-128M} SWEEP_FACTOR=${SWEEP_FACTOR:-4}
 export SWEEP_ITERS=${SWEEP_ITERS:-5} SWEEP_WARMUP=${SWEEP_WARMUP:-2}
 export SWEEP_COLLS=${SWEEP_COLLS:-all_reduce,all_gather,alltoall,sendrecv}
@@ -60,6 +60,7 @@ for link in ${SWEEP_LINKS:-netns loopback}; do
 		# the default at show the noise of this machine
 		IFS=';' read -r -a knobs <<<"default:;$KNOBS;again:"
 		for k in "${knobs[@]}"; do
+			[[ -n $k ]] || continue # SWEEP_KNOBS="": the default (twice) only
 			name=${k%%:*} words=${k#*:}
 			FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-$name \
 				FABRIC_EXTRA_ENV="$base_extra ${words//,/ }" \

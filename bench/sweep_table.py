@@ -13,6 +13,10 @@ A row with a data error is left out and counted. Standard library only.
       geometric mean of the time ratio over every size) and against Socket's
       best tuning (worst from 8 MiB), and the fastest knob where one beat the
       default by more than the noise margin at three sizes or more
+  sweep_table.py --knobs [--from SIZE] bench.csv [...]   per setup and
+      collective, each setting's time over the default's, geometric mean over
+      every size and over sizes from SIZE (default 32M); "again" is the
+      noise floor
 """
 
 import csv
@@ -94,7 +98,46 @@ def summary(times):
             print(f"| {link}, {ranks} | {coll} | {f(worst)} | {g} | {f(wbest)} | {k or '-'} |")
 
 
+def parse_size(s):
+    m = re.fullmatch(r"(\d+)([KMG]?)", s)
+    if not m:
+        raise ValueError(f"bad size {s!r}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+
+
+def knob_ratios(times, start):
+    def gm(xs):
+        return f"{math.exp(sum(map(math.log, xs)) / len(xs)):.2f}" if xs else "-"
+    settings = sorted({k for colls in times.values() for sizes in colls.values()
+                       for row in sizes.values() for k in row if k != "default"},
+                      key=lambda k: (k.startswith("Socket"), k != "again", k))
+    print(f"time over the default's, geometric mean: every size / from {size_label(start)}\n")
+    print("| link, ranks | collective | " + " | ".join(settings) + " |")
+    print("|---|---|" + "---|" * len(settings))
+    for (link, ranks) in sorted(times):
+        for coll, sizes in sorted(times[(link, ranks)].items()):
+            cells = []
+            for k in settings:
+                rs = [(n, row[k] / row["default"]) for n, row in sizes.items()
+                      if row.get("default") and row.get(k)]
+                cells.append(f"{gm([r for _, r in rs])} / {gm([r for n, r in rs if n >= start])}")
+            print(f"| {link}, {ranks} | {coll} | " + " | ".join(cells) + " |")
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == "--knobs":
+        args, start = argv[2:], 32 << 20
+        if len(args) > 1 and args[0] == "--from":
+            try:
+                start, args = parse_size(args[1]), args[2:]
+            except ValueError as e:
+                print(f"--from: {e} (a number with K, M or G)", file=sys.stderr)
+                return 2
+        times, bad = load(args)
+        knob_ratios(times, start)
+        if bad:
+            print(f"\n{bad} rows with data errors left out")
+        return 0
     if len(argv) > 1 and argv[1] == "--summary":
         times, bad = load(argv[2:])
         summary(times)
