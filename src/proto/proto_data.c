@@ -684,15 +684,17 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
 		q->bounce[i] = NULL;
-		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM) &&
-		    (!sizes[i] || dev->dom->rx_iov2) && ofi_buf_spill(dev->dom)) {
-			q->spill |= 1u << i;
-		} else if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
-			q->bounce[i] = ofi_buf_get(dev->dom);
-			if (!q->bounce[i])
-				LOG_WARN_LIMITED(NCCL_NET, "irecv: no memory for a bounce buffer; a "
-						 "message larger than this %zu-byte buffer would be cut "
-						 "by the provider", sizes[i]);
+		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
+			if ((!sizes[i] || dev->dom->rx_iov2) && ofi_buf_spill(dev->dom)) {
+				q->spill |= 1u << i;
+			} else {
+				q->bounce[i] = ofi_buf_get(dev->dom);
+				if (!q->bounce[i])
+					LOG_WARN_LIMITED(NCCL_NET,
+							 "irecv: no memory for a bounce buffer; a message "
+							 "larger than this %zu-byte buffer would be cut by "
+							 "the provider", sizes[i]);
+			}
 		}
 		proto_cts_announce(q, i, seq, rma);
 		struct ofi_op *op = &q->ops[i];
