@@ -202,6 +202,10 @@ static void log_decision(struct core_plugin *p)
 		 FI_MAJOR(d->build_version), FI_MINOR(d->build_version), d->sel.reason);
 	if (d->sel.names[0])
 		LOG_INFO(NCCL_INIT | NCCL_NET, "NCCL_FABRIC_PROVIDER: %s", d->sel.names);
+	if (d->env_kept)
+		LOG_WARN(NCCL_INIT | NCCL_NET | NCCL_ENV, "%s", d->env_note);
+	else if (d->env_note[0])
+		LOG_INFO(NCCL_INIT | NCCL_NET | NCCL_ENV, "%s", d->env_note);
 	for (int i = 0; i < p->ndevs; i++) {
 		struct proto_device *dev = &p->devs[i];
 		LOG_INFO(NCCL_INIT | NCCL_NET,

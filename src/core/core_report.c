@@ -166,6 +166,8 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 		fprintf(out, "  why:       %s\n", sel->reason);
 	if (sel->names[0])
 		fprintf(out, "  names:     %s\n", sel->names);
+	if (d->env_note[0])
+		fprintf(out, "  variable:  %s\n", d->env_note);
 	if (sel->ok) {
 		fprintf(out, "  devices:   %d:", v->ndevs);
 		for (int i = 0; i < v->ndevs; i++)
@@ -355,6 +357,7 @@ static void write_json(FILE *out, struct report_view *v)
 	fputc(',', out);
 	json_kv_str(out, "provider_reason", sel->reason, true);
 	json_kv_str(out, "provider_names", sel->names, true);
+	json_kv_str(out, "provider_variable", d->env_note, true);
 	fprintf(out, "\"cuda\":{\"driver\":%s,\"version\":%d,\"gpus\":%d,\"dmabuf\":%s,\"gdr\":%s,",
 		v->cuda->driver ? "true" : "false", v->cuda->driver_version, v->cuda->ngpus,
 		v->cuda->dmabuf ? "true" : "false", v->cuda->gdr ? "true" : "false");

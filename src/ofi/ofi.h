@@ -66,6 +66,10 @@ struct ofi_discovery {
 	struct policy_attempt_result attempts[POLICY_MAX_ATTEMPTS];
 	struct policy_selection sel;
 	struct policy_probe probe;
+	/* A libfabric variable set for the selected provider (its traits'
+	 * env_name), or kept as the environment set it: "" when none. */
+	char env_note[POLICY_REASON_LEN];
+	bool env_kept; /* the environment's value was kept: the quirk stays */
 };
 
 /* Runs the policy's plan through fi_getinfo and selects. Returns 0 when a

@@ -3,6 +3,7 @@
  * opens the probe endpoint. The decisions themselves are in policy/.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,34 @@ static void replace_templates(const struct policy_attempt_plan *p, struct fi_inf
 	}
 }
 
+/* Sets the selected provider's variable (policy_traits.c) where the
+ * environment has none. The provider reads it when each endpoint opens, and
+ * none is open yet: discovery only asks fi_getinfo. */
+static void apply_provider_env(struct ofi_discovery *d)
+{
+	const struct fi_info *info = NULL;
+	for (int i = 0; i < d->sel.ndevs && !info; i++)
+		info = d->sel.devs[i].host_info ? d->sel.devs[i].host_info : d->sel.devs[i].hmem_info;
+	struct policy_traits t;
+	policy_traits_for(info, d->runtime_version, &t);
+	if (!t.env_name)
+		return;
+	const char *user = getenv(t.env_name);
+	if (user) {
+		d->env_kept = true;
+		snprintf(d->env_note, sizeof(d->env_note),
+			 "%s=%s kept from the environment; unset it to have the plugin set %s: %s", t.env_name,
+			 user, t.env_value, t.env_why);
+		return;
+	}
+	if (setenv(t.env_name, t.env_value, 0))
+		snprintf(d->env_note, sizeof(d->env_note), "%s=%s could not be set (%s): %s",
+			 t.env_name, t.env_value, strerror(errno), t.env_why);
+	else
+		snprintf(d->env_note, sizeof(d->env_note), "%s=%s set: %s", t.env_name, t.env_value,
+			 t.env_why);
+}
+
 int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 {
 	struct policy_attempt_plan plan[POLICY_MAX_ATTEMPTS];
@@ -121,8 +150,10 @@ int ofi_discover(const struct cfg_values *cfg, struct ofi_discovery *d)
 		LOG_TRACE(NCCL_INIT | NCCL_NET, "discovery attempt %d (%s): %s", a, plan[a].label,
 			  r->rc ? ofi_strerror(r->rc) : "entries returned");
 	}
-	return policy_select(d->attempts, d->nattempts, cfg, d->runtime_version, &d->sel) ?
-		       -FI_ENODATA : 0;
+	if (policy_select(d->attempts, d->nattempts, cfg, d->runtime_version, &d->sel))
+		return -FI_ENODATA;
+	apply_provider_env(d);
+	return 0;
 }
 
 struct fi_info *ofi_info_with_caps(const struct fi_info *info, uint64_t caps)

@@ -56,13 +56,16 @@
  * drain            tcp;ofi_rxm (any    1.17, 2.1       trait  func.hostile.{tcp,rxm};
  *                  core), native tcp                          func.check.*.close-reconnect
  *                  (not shm)
- * large messages   tcp;ofi_rxm (any    before 2.0      trait  unit.traits; func.hostile
+ * large messages   tcp;ofi_rxm (any    1.17, 2.1       trait  unit.traits; func.hostile
  *   follow a       core)                                      .{tcp,rxm}.abrupt
  *   closed conn.
  * stale            tcp;ofi_rxm (any    1.17            trait  unit.traits; func.check.tcp.faults
  *   connection     core)                                      (peer-stall/close)
  * no per-peer      tcp;ofi_rxm, tcp    1.17, 2.1       trait  unit.sock; func.check.{tcp,rxm}
  *   teardown       (tcp_sockets)                              .faults (peer-stall/close)
+ * segments freed   tcp;ofi_rxm (any    2.0 and later   trait  unit.traits; func.hostile
+ *   as the wrong   core)               (2.6 still)            .rxm.abrupt (lf2)
+ *   type
  *
  * serialize: shm loses messages when one thread posts while another reads
  *   the same endpoint's completions, though it claims FI_THREAD_SAFE; NCCL's
@@ -144,13 +147,13 @@
  *   an ordinary receive (ofi_ep_drain_start). shm of 1.17 ignores FI_PEEK
  *   (a peek would post an ordinary receive and swallow a message); shm of
  *   2.1 is left out too: its drain is not trusted (docs/providers.md).
- * large messages follow a closed connection: rxm of 1.17 sends a message
+ * large messages follow a closed connection: rxm sends a message
  *   above its buffer (FI_OFI_RXM_BUFFER_SIZE, 16 KiB by default) by
  *   rendezvous (over tcp: the receiver reads it from the sender) or in
  *   segments. The unexpected first packet keeps a pointer to its
- *   connection, which rxm frees when the peer leaves; a receive that later
- *   takes it reads or writes through the freed connection and crashes the
- *   process. A discard (FI_PEEK|FI_DISCARD) frees the packet without
+ *   connection, which rxm frees (1.17) or empties (2.x: a rendezvous read
+ *   through its NULL endpoint) when the peer leaves; a receive that later
+ *   takes it crashes the process. A discard (FI_PEEK|FI_DISCARD) frees the packet without
  *   looking at the connection, so the drain discards such messages (each
  *   packet; a rendezvous sender then waits for good, which only a forger
  *   or a peer that already left does), and the eager limit's default is
@@ -158,6 +161,17 @@
  *   leaves nothing of that kind for NCCL's own receive (messages above it
  *   wait for the CTS, whose receive is posted before they arrive). Setting
  *   NCCL_FABRIC_EAGER_MAX above it brings the risk back.
+ * segments freed as the wrong type: rxm of 2.0 and later keeps each
+ *   message it receives in segments (above its buffer, up to its SAR limit,
+ *   8 buffers by default) on its connection until the last one arrives.
+ *   When the sender leaves first, rxm frees that record as another type and
+ *   calls through a NULL pointer (rxm_close_conn): the receiving process
+ *   dies, whatever the plugin does. FI_OFI_RXM_SAR_LIMIT=0 turns segments
+ *   off, so messages above the buffer go by rendezvous; the plugin sets it
+ *   before opening any endpoint unless the environment sets it already.
+ *   Rendezvous is safe from this only because of the row above: nothing
+ *   above the buffer arrives unexpected from the plugin's own peers, and
+ *   the drain discards what others send.
  * stale connection: rxm keeps its connection to a peer that reset it until
  *   it reads the reset; a send meanwhile fails with FI_ENOTCONN ("Broken
  *   pipe") and the next one connects again. A connection request that fails
@@ -218,10 +232,10 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
 	out->drain = (is_rxm || name_is(prov, "tcp")) && info && (info->caps & FI_TAGGED);
 	out->stale_conn_once = is_rxm;
-	/* rxm before 2.0 sends what exceeds its buffer by rendezvous or in
-	 * segments, which a receive taking them after the connection closed
-	 * follows into the freed connection */
-	if (is_rxm && fi_version < FI_VERSION(2, 0)) {
+	/* rxm sends what exceeds its buffer by rendezvous or in segments, which
+	 * a receive taking them after the connection closed follows into the
+	 * closed connection */
+	if (is_rxm) {
 		out->whole_max = POLICY_RXM_BUFFER;
 		if (out->eager_default > out->whole_max)
 			out->eager_default = out->whole_max;
@@ -242,4 +256,11 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 				    "closes may never complete" :
 				    "tcp;ofi_rxm: a receiver whose sender dies during an RMA write "
 				    "crashes in libfabric (rxm_handle_comp_error)";
+	if (is_rxm && fi_version >= FI_VERSION(2, 0)) {
+		out->env_name = "FI_OFI_RXM_SAR_LIMIT";
+		out->env_value = "0";
+		out->env_why = "rxm of libfabric 2.0 and later crashes the receiving process when a "
+			       "sender leaves during a message sent in segments (rxm_close_conn): "
+			       "messages above rxm's buffer go by rendezvous instead";
+	}
 }

@@ -73,6 +73,12 @@ struct policy_traits {
 	/* Large messages should not go as RMA writes by default: NULL, or why
 	 * (NCCL_FABRIC_RMA=1 in the environment still asks for them). */
 	const char *no_write_why;
+	/* A libfabric variable the plugin sets before it opens any endpoint,
+	 * where the environment has none: NULL, or its name, its value and why
+	 * (ofi_discover applies it). */
+	const char *env_name;
+	const char *env_value;
+	const char *env_why;
 };
 
 /* The eager limit a stream provider takes by default: what NCCL's LL

@@ -50,7 +50,7 @@ report() {
 	mapfile -t V < <("$jget" "$tmp/out.json" provider devices.0.cuda_api_permitted_rc \
 		hmem.probe.attempted hmem.probe.cuda_api_permitted_rc hmem.verdict hmem.answer \
 		hmem.reason hmem.remedy hmem.warning devices.0.ptrSupport provider_names \
-		libfabric_runtime 2>>"$tmp/err")
+		libfabric_runtime provider_variable 2>>"$tmp/err")
 }
 
 report "runtime"
@@ -75,7 +75,19 @@ is "probe attempted" "${V[2]}" false
 is verdict "${V[4]}" "host only (provider has no FI_HMEM)"
 is ptrSupport "${V[9]}" 1
 contains reason "${V[6]}" "provider tcp;ofi_rxm does not advertise FI_HMEM"
-echo "ok    $label: answers ${V[1]}, host memory (no FI_HMEM entry)"
+# rxm 2.x: segments off (policy_traits.c, "segments freed as the wrong type")
+if [ $kind = old ]; then
+	is variable "${V[12]:-}" ""
+else
+	contains variable "${V[12]:-}" "FI_OFI_RXM_SAR_LIMIT=0 set: rxm of libfabric 2.0 and later crashes"
+fi
+echo "ok    $label: answers ${V[1]}, host memory (no FI_HMEM entry), variable '${V[12]:-}'"
+if [ $kind != old ]; then
+	report "tcp;ofi_rxm, FI_OFI_RXM_SAR_LIMIT set" NCCL_FABRIC_PROVIDER="tcp;ofi_rxm" \
+		FI_OFI_RXM_SAR_LIMIT=65536
+	contains variable "${V[12]:-}" "FI_OFI_RXM_SAR_LIMIT=65536 kept from the environment"
+	echo "ok    $label: the environment's value kept and reported"
+fi
 
 # ---- native tcp (2.x) / "tcp" names tcp;ofi_rxm (1.17)
 report "tcp" NCCL_FABRIC_PROVIDER=tcp
@@ -88,6 +100,7 @@ else
 	is "native tcp's answer" "${V[1]}" -92
 fi
 is verdict "${V[4]}" "host only (provider has no FI_HMEM)"
+[ $kind = old ] || is variable "${V[12]:-}" ""
 echo "ok    $label: provider ${V[0]}, answers ${V[1]}"
 
 # ---- shm, auto

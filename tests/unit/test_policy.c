@@ -1685,9 +1685,9 @@ static int test_datapath_defaults(void)
 	CHECK_STR_CONTAINS(why, "stream provider");
 	CHECK_EQ(policy_eager(&inject, -1, why, sizeof(why)), 4096);
 	CHECK_STR_CONTAINS(why, "inject size");
-	struct policy_traits rxm_old = { .stream = true, .eager_default = POLICY_RXM_BUFFER,
+	struct policy_traits rxm = { .stream = true, .eager_default = POLICY_RXM_BUFFER,
 					 .whole_max = POLICY_RXM_BUFFER };
-	CHECK_EQ(policy_eager(&rxm_old, -1, why, sizeof(why)), POLICY_RXM_BUFFER);
+	CHECK_EQ(policy_eager(&rxm, -1, why, sizeof(why)), POLICY_RXM_BUFFER);
 	CHECK_STR_CONTAINS(why, "wait for the CTS)");
 	CHECK_EQ(policy_eager(&none, -1, why, sizeof(why)), 0);
 	CHECK_EQ(policy_eager(&stream, 0, why, sizeof(why)), 0);

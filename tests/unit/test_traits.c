@@ -72,9 +72,9 @@ static int test_stream_and_eager(void)
 		for (size_t s = 0; s < sizeof(stream) / sizeof(stream[0]); s++) {
 			struct policy_traits t = traits_of(stream[s], 64, 0, versions[k]);
 			CHECK(t.stream);
-			/* rxm before 2.0: held to its buffer (the segments row) */
-			bool rxm_old = (s == 0 || s == 2) && versions[k] < FI_VERSION(2, 0);
-			CHECK_EQ(t.eager_default, rxm_old ? POLICY_RXM_BUFFER : POLICY_STREAM_EAGER);
+			/* rxm: held to its buffer (the large-messages row) */
+			bool rxm = s == 0 || s == 2;
+			CHECK_EQ(t.eager_default, rxm ? POLICY_RXM_BUFFER : POLICY_STREAM_EAGER);
 		}
 		for (size_t s = 0; s < sizeof(other) / sizeof(other[0]); s++) {
 			struct policy_traits t = traits_of(other[s], 1256, 0, versions[k]);
@@ -179,17 +179,17 @@ static int test_drain(void)
 	return 0;
 }
 
-/* rxm before 2.0 delivers messages above its buffer in segments that a
- * receive follows into a freed connection: whole_max says so, and no other
- * provider or version has a limit. */
+/* rxm delivers messages above its buffer by rendezvous or in segments that
+ * a receive follows into a closed connection: whole_max says so, on every
+ * version, and no other provider has a limit. */
 static int test_whole_max(void)
 {
 	for (int k = 0; k < NVERSIONS; k++) {
-		bool old = versions[k] < FI_VERSION(2, 0);
-		CHECK_EQ(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).whole_max,
-			 old ? POLICY_RXM_BUFFER : 0);
+		CHECK_EQ(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).whole_max, POLICY_RXM_BUFFER);
+		CHECK_EQ(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).eager_default,
+			 POLICY_RXM_BUFFER);
 		CHECK_EQ(traits_of("verbs;ofi_rxm", 16384, FI_MR_LOCAL, versions[k]).whole_max,
-			 old ? POLICY_RXM_BUFFER : 0);
+			 POLICY_RXM_BUFFER);
 		/* an inject size below the buffer stays the eager default */
 		CHECK_EQ(traits_of("verbs;ofi_rxm", 4096, FI_MR_LOCAL, versions[k]).eager_default,
 			 4096);
@@ -252,13 +252,38 @@ static int test_tcp_sockets(void)
 }
 
 /* An entry without a name or attributes gets no quirk, and no eager default. */
+/* rxm of 2.0 and later crashes when a sender leaves mid-segments: the
+ * plugin turns segments off there (any core), and nowhere else. */
+static int test_env(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		bool affected = versions[k] >= FI_VERSION(2, 0);
+		const char *rxm[] = { "tcp;ofi_rxm", "verbs;ofi_rxm", "TCP;OFI_RXM" };
+		for (int r = 0; r < 3; r++) {
+			struct policy_traits t = traits_of(rxm[r], 16384, 0, versions[k]);
+			if (affected) {
+				CHECK(t.env_name && !strcmp(t.env_name, "FI_OFI_RXM_SAR_LIMIT"));
+				CHECK(t.env_value && !strcmp(t.env_value, "0"));
+				CHECK(t.env_why && strstr(t.env_why, "rendezvous"));
+			} else {
+				CHECK(!t.env_name && !t.env_value && !t.env_why);
+			}
+		}
+		const char *other[] = { "tcp", "shm", "efa", "ofi_rxm", "verbs", "cxi" };
+		for (int o = 0; o < 6; o++)
+			CHECK(!traits_of(other[o], 4096, 0, versions[k]).env_name);
+	}
+	CHECK(traits_of("tcp;ofi_rxm", 64, 0, FI_VERSION(2, 6)).env_name);
+	return 0;
+}
+
 static int test_no_name(void)
 {
 	struct policy_traits t;
 	memset(&t, 0xff, sizeof(t));
 	policy_traits_for(NULL, V117, &t);
 	CHECK(!t.serialize && !t.stream && !t.preferred && !t.yields && !t.close_unbound_crashes &&
-	      !t.shm_region && !t.drain);
+	      !t.shm_region && !t.drain && !t.env_name);
 	CHECK_EQ(t.eager_default, 0);
 	CHECK(t.split_domains); /* nothing says registrations are needed */
 	struct fi_info *i = fi_allocinfo();
@@ -279,10 +304,11 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_close_unbound, "tcp;ofi_rxm crashes closing an unbound endpoint before 2.1"),
 	TEST_ENTRY(test_shm_region, "shm's peer addresses are checked regions; no other provider's"),
 	TEST_ENTRY(test_drain, "drain over rxm and native tcp only"),
-	TEST_ENTRY(test_whole_max, "rxm before 2.0: messages above its buffer are never received late"),
+	TEST_ENTRY(test_whole_max, "rxm: messages above its buffer are never received late"),
 	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
 	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm"),
 	TEST_ENTRY(test_tcp_sockets, "a peer's TCP connections reset at close: tcp cores only"),
+	TEST_ENTRY(test_env, "rxm of 2.0 and later: segments off (FI_OFI_RXM_SAR_LIMIT=0)"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),
 };
 
