@@ -302,8 +302,9 @@ bool ofi_shm_gone(pid_t pid, uint64_t start);
  * older than the process: a dead process's of the same pid left them (killed,
  * or _exit), and shm then fails our fi_enable with -FI_EBUSY. Returns how many. */
 int ofi_shm_unlink_stale_own(void);
-/* fi_enable, once more after such regions were removed (shm_region: the
- * provider's addresses name them; *stale: how many, for the caller's log). */
+/* fi_enable, once more after -FI_EBUSY where the provider's addresses name
+ * such regions (shm_region): shm removes the region it refused, and the
+ * older ones of this pid are removed too (*stale: how many, for the log). */
 int ofi_enable(struct fid_ep *ep, bool shm_region, int *stale);
 
 struct ofi_ep {

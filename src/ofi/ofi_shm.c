@@ -228,7 +228,12 @@ int ofi_enable(struct fid_ep *ep, bool shm_region, int *stale)
 {
 	int rc = fi_enable(ep);
 	*stale = 0;
-	if (rc == -FI_EBUSY && shm_region && (*stale = ofi_shm_unlink_stale_own()) > 0)
+	/* shm refuses a region of the endpoint's name whose recorded owner
+	 * lives, which is this process when a dead one of the same pid left it,
+	 * and removes that region as it refuses: once more then succeeds */
+	if (rc == -FI_EBUSY && shm_region) {
+		*stale = ofi_shm_unlink_stale_own();
 		rc = fi_enable(ep);
+	}
 	return rc;
 }

@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -2424,6 +2426,64 @@ static int test_profile(void)
 	return failures ? 1 : 0;
 }
 
+/* A region of this process's pid that a dead process of the same pid left
+ * under /dev/shm (pids wrap) must not stop an endpoint from enabling: a NIC
+ * has no such state. The stale region is a copy of a live one of ours, at the
+ * next endpoint's name, dated before this process started. shm bases only. */
+static int test_stale(void)
+{
+	struct side a = { 0 }, b = { 0 };
+	char name[256], path[300], *copy;
+	size_t len = sizeof(name) - 1;
+	struct timespec old[2];
+	struct stat st;
+	FILE *f;
+
+	if (strcmp(base_name(), "shm") || !base_available()) {
+		printf("SKIP: needs the shm base (TESTHMEM_BASE=shm), not \"%s\"\n", base_name());
+		return SKIP;
+	}
+	open_fabric(FI_TAGGED | FI_MSG);
+	open_side(&a, FI_CQ_FORMAT_TAGGED);
+	MUST(fi_enable(a.ep));
+	memset(name, 0, sizeof(name));
+	MUST(fi_getname(&a.ep->fid, name, &len));
+	const char *file = strstr(name, "://") ? strstr(name, "://") + 3 : name;
+	snprintf(path, sizeof(path), "/dev/shm/%s", file);
+	CHECK_RET(stat(path, &st), 0);
+	copy = malloc((size_t)st.st_size);
+	f = fopen(path, "rb");
+	CHECK(copy && f && fread(copy, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+	if (f)
+		fclose(f);
+
+	/* the next endpoint's name, taken by a "dead" region owned by our pid */
+	open_side(&b, FI_CQ_FORMAT_TAGGED);
+	len = sizeof(name) - 1;
+	memset(name, 0, sizeof(name));
+	MUST(fi_getname(&b.ep->fid, name, &len));
+	file = strstr(name, "://") ? strstr(name, "://") + 3 : name;
+	snprintf(path, sizeof(path), "/dev/shm/%s", file);
+	f = fopen(path, "wb");
+	CHECK(f && copy && fwrite(copy, 1, (size_t)st.st_size, f) == (size_t)st.st_size);
+	if (f)
+		fclose(f);
+	clock_gettime(CLOCK_REALTIME, &old[0]);
+	old[0].tv_sec -= 3600;
+	old[1] = old[0];
+	CHECK_RET(utimensat(AT_FDCWD, path, old, 0), 0);
+
+	CHECK_RET(fi_enable(b.ep), 0);
+	CHECK_RET(stat(path, &st), 0);
+	CHECK(st.st_mtim.tv_sec > old[0].tv_sec + 60); /* b's own region now */
+	printf("stale region %s of this pid: enabled over it\n", file);
+	free(copy);
+	close_side(&b);
+	close_side(&a);
+	close_fabric();
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -2448,8 +2508,10 @@ int main(int argc, char **argv)
 		ret = test_copyerr();
 	else if (!strcmp(what, "profile"))
 		ret = test_profile();
+	else if (!strcmp(what, "stale"))
+		ret = test_stale();
 	else {
-		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr|profile\n", argv[0]);
+		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr|profile|stale\n", argv[0]);
 		return 2;
 	}
 	if (ret == SKIP)
