@@ -105,6 +105,12 @@ static void apply_provider_env(struct ofi_discovery *d)
 	if (!t.env_name)
 		return;
 	const char *user = getenv(t.env_name);
+	if (user && !strcmp(user, t.env_value)) {
+		/* the user's, or this plugin's from an earlier init in this process */
+		snprintf(d->env_note, sizeof(d->env_note), "%s=%s already set: %s", t.env_name,
+			 user, t.env_why);
+		return;
+	}
 	if (user) {
 		d->env_kept = true;
 		snprintf(d->env_note, sizeof(d->env_note),

@@ -87,6 +87,10 @@ if [ $kind != old ]; then
 		FI_OFI_RXM_SAR_LIMIT=65536
 	contains variable "${V[12]:-}" "FI_OFI_RXM_SAR_LIMIT=65536 kept from the environment"
 	echo "ok    $label: the environment's value kept and reported"
+	report "tcp;ofi_rxm, FI_OFI_RXM_SAR_LIMIT=0 already" NCCL_FABRIC_PROVIDER="tcp;ofi_rxm" \
+		FI_OFI_RXM_SAR_LIMIT=0
+	contains variable "${V[12]:-}" "FI_OFI_RXM_SAR_LIMIT=0 already set: rxm of"
+	echo "ok    $label: the plugin's own value is no warning"
 fi
 
 # ---- native tcp (2.x) / "tcp" names tcp;ofi_rxm (1.17)
