@@ -16,8 +16,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 static struct th_ep *th_ep_of(struct fid_ep *ep_fid)
 {
@@ -1771,31 +1769,6 @@ static int th_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 	}
 }
 
-/* shm names a region "<pid>:<uid>:<index>" and refuses to enable an endpoint
- * whose region exists with a live owner, which is this process when a dead
- * process of the same pid left it (pids wrap within a test run). A NIC has
- * no such state. shm removes the region it refused (1.17 and 2.x), so the
- * enable is tried once more; a region of this endpoint's name older than
- * this process, should one remain, is removed first. */
-static void th_unlink_stale_region(struct fid_ep *base)
-{
-	char name[256] = { 0 }, own[32], path[300];
-	size_t len = sizeof(name) - 1;
-	struct stat self, st;
-	if (fi_getname(&base->fid, name, &len) || stat("/proc/self", &self))
-		return;
-	const char *file = strstr(name, "://");
-	file = file ? file + 3 : name;
-	snprintf(own, sizeof(own), "%d:", (int)getpid());
-	if (strncmp(file, own, strlen(own)) || strchr(file, '/'))
-		return;
-	snprintf(path, sizeof(path), "/dev/shm/%s", file);
-	if (stat(path, &st) || st.st_uid != getuid() || st.st_mtim.tv_sec > self.st_mtim.tv_sec ||
-	    (st.st_mtim.tv_sec == self.st_mtim.tv_sec && st.st_mtim.tv_nsec >= self.st_mtim.tv_nsec))
-		return;
-	unlink(path);
-}
-
 static int th_ep_control(struct fid *fid, int command, void *arg)
 {
 	struct th_ep *ep = container_of(fid, struct th_ep, ep_fid.fid);
@@ -1805,10 +1778,11 @@ static int th_ep_control(struct fid *fid, int command, void *arg)
 	switch (command) {
 	case FI_ENABLE:
 		ret = fi_enable(ep->base);
-		if (ret == -FI_EBUSY) {
-			th_unlink_stale_region(ep->base);
+		/* shm refuses a region of the endpoint's name that a dead process
+		 * of this pid left (pids wrap within a test run), removing it as it
+		 * refuses; a NIC has no such state, so enable once more */
+		if (ret == -FI_EBUSY)
 			ret = fi_enable(ep->base);
-		}
 		if (!ret) {
 			ep->enabled = 1;
 			th_rma_ep_enable(ep);
