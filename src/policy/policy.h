@@ -320,6 +320,7 @@ struct policy_device_plan {
 	bool rma;                     /* large messages as RMA writes */
 	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX, or the provider's */
 	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
+	bool spread;                  /* NCCL_FABRIC_SPREAD: offer messages on the rails in turn */
 	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
 	uint64_t peer_timeout_ns;     /* NCCL_FABRIC_PEER_TIMEOUT */
 	int cq_batch;                 /* NCCL_FABRIC_CQ_BATCH */

@@ -38,6 +38,7 @@ void policy_device(const struct policy_device_input *in, struct policy_device_pl
 	plan->rma = path.rma;
 	util_strlcpy(why->data, path.reason, sizeof(why->data));
 	plan->stripe_min = (size_t)cfg->v[CFG_STRIPE_MIN].i;
+	plan->spread = cfg->v[CFG_SPREAD].i != 0;
 
 	plan->timeout_ns = (uint64_t)cfg->v[CFG_TIMEOUT].i * 1000000000ULL;
 	plan->peer_timeout_ns = (uint64_t)cfg->v[CFG_PEER_TIMEOUT].i * 1000000000ULL;

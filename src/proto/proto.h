@@ -139,7 +139,9 @@ struct proto_comm {
 	struct proto_device *dev;
 	struct ofi_ep *ep;         /* rail 0: the handshake and flushes */
 	int nrails;                /* rails of the device it agreed with its peer */
-	int home;                  /* the rail its messages, CTS and pings take (ACCEPT.rail) */
+	int home;                  /* the rail its CTS and pings take (ACCEPT.rail), and its
+				    * messages unless spread */
+	bool spread;               /* its messages take the rails in turn (PROTO_FLAG_SPREAD) */
 	struct ofi_ep *rails[PROTO_MAX_RAILS];
 	atomic_int pending;        /* operations posted, not yet completed */
 	struct ofi_obj reg;        /* id in the domain's id space (reg.id) */
@@ -203,6 +205,7 @@ struct proto_send_req {
 	const void *data;
 	struct ofi_mr *mr;
 	struct proto_cts_entry cts;
+	int rail;                  /* the message's rail (proto_msg_rail); its pieces follow it */
 	struct ofi_op *more;       /* pieces 1.. (its nrails - 1 of the comm's piece_ops), or NULL */
 };
 
@@ -214,13 +217,14 @@ struct proto_recv_req {
 	struct ofi_mr *mr[PROTO_MAX_RECVS]; /* NCCL's registrations (NULL: none) */
 	uint64_t wire[PROTO_MAX_RECVS];
 	int tags[PROTO_MAX_RECVS];
+	uint8_t rail[PROTO_MAX_RECVS]; /* each buffer's message's rail (proto_msg_rail) */
 	atomic_uint rma_expect;    /* bit per buffer announced for an RMA write */
 	atomic_uint rma_done;      /* bit per buffer the write filled (its receive cancelled) */
 	atomic_uint cancel_due;    /* bit per filled buffer whose receive test() cancels */
 	/* pieces of a striped write, under the domain's id_lock (proto_rma_landed) */
 	uint8_t landed[PROTO_MAX_RECVS], pieces[PROTO_MAX_RECVS];
 	uint32_t landing_size[PROTO_MAX_RECVS];
-	bool rails_held;           /* the comm's other rails are kept busy for its pieces */
+	unsigned rails_held;       /* rails (bit k: rail k) kept busy for its pieces */
 	int cursor;                /* next buffer to post */
 	struct ofi_op ops[PROTO_MAX_RECVS]; /* a tagged receive per buffer */
 	/* A host buffer smaller than eager_max must show an eager message larger
@@ -354,6 +358,17 @@ void proto_comm_cancel_locked(struct proto_comm *c);
 int proto_comm_progress(struct proto_comm *c);
 /* ... and every other rail of it, rail 0's handshake and flushes included. */
 int proto_comm_progress_all(struct proto_comm *c);
+/* Progresses the rails in the bit mask rails (bit k: rail k). */
+int proto_comm_progress_rails(struct proto_comm *c, unsigned rails);
+
+/* The rail of the comm's message number seq of its tag: the home rail, or,
+ * spread, home + seq (both ends count each tag's messages alike). */
+static inline int proto_msg_rail(const struct proto_comm *c, uint32_t seq)
+{
+	if (!c->spread)
+		return c->home;
+	return (int)(((uint32_t)c->home + seq % (uint32_t)c->nrails) % (uint32_t)c->nrails);
+}
 
 /* The request pools: every request of a comm on its free list, at creation. */
 void proto_send_reqs_init(struct proto_send *s);

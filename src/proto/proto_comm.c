@@ -90,6 +90,7 @@ int proto_comm_init(struct proto_comm *c, enum proto_comm_kind kind, struct prot
 	c->dev = dev;
 	c->ep = dom->eps[0];
 	c->home = 0;
+	c->spread = false;
 	c->nrails = nrails < 1 ? 1 : nrails > dom->nep ? dom->nep : nrails;
 	for (int i = 0; i < c->nrails; i++)
 		c->rails[i] = dom->eps[i];
@@ -293,12 +294,15 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 			else
 				snprintf(how, sizeof(how), "%s", dev->why->data);
 			LOG_INFO(NCCL_NET | NCCL_INIT,
-				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s; eager up to "
+				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s%s; eager up to "
 				 "%s; larger messages: %s",
 				 dev->index, dev->props.name, dev->provider,
 				 dev->info->fabric_attr->name, rails_why,
 				 dev->dom->split ? ", each rail its own domain" :
 				 dev->dom->nep > 1 ? ", rails share one domain (registrations need it)" : "",
+				 dev->dom->nep < 2 ? "" : dev->plan.spread ?
+				 "; a connection's messages take the rails in turn (NCCL_FABRIC_SPREAD)" :
+				 "; a connection's messages take its home rail (NCCL_FABRIC_SPREAD=0)",
 				 dev->why->eager, how);
 		}
 	}
@@ -418,8 +422,15 @@ int proto_comm_progress(struct proto_comm *c)
 
 int proto_comm_progress_all(struct proto_comm *c)
 {
+	return proto_comm_progress_rails(c, (1u << c->nrails) - 1);
+}
+
+int proto_comm_progress_rails(struct proto_comm *c, unsigned rails)
+{
 	int total = 0;
 	for (int i = 0; i < c->nrails; i++) {
+		if (!(rails >> i & 1))
+			continue;
 		int n = ofi_ep_progress(c->rails[i]);
 		if (n < 0)
 			return n;

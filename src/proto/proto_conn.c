@@ -481,6 +481,7 @@ static int send_create(struct proto_device *dev, const struct proto_handle *h,
 	s->out.secret = s->c.secret;
 	s->out.prov_hash = dev->prov_hash;
 	s->out.nrails = (uint8_t)s->c.nrails;
+	s->out.flags = dev->plan.spread && s->c.nrails > 1 ? PROTO_FLAG_SPREAD : 0;
 	for (int i = 0; i < s->c.nrails; i++) {
 		s->out.alen[i] = (uint8_t)s->c.rails[i]->namelen;
 		memcpy(s->out.addr[i], s->c.rails[i]->name, s->c.rails[i]->namelen);
@@ -567,6 +568,9 @@ static int send_advance(struct proto_send *s)
 		}
 		s->remote_id = s->in.id;
 		s->c.home = s->in.rail % nrails; /* (below the listener's rails: checked) */
+		/* the listener's word settles it; it agrees only to what we offered */
+		s->c.spread = nrails > 1 && (s->out.flags & PROTO_FLAG_SPREAD) &&
+			      (s->in.flags & PROTO_FLAG_SPREAD);
 		s->c.peer_text = s->peer_text;
 		s->c.ping_peer = s->peer[s->c.home];
 		s->c.peer_rail0 = s->peer[0];
@@ -757,6 +761,8 @@ static int recv_create(struct proto_listen *l, const struct proto_msg *req,
 	r->c.home = (int)(atomic_fetch_add_explicit(&accept_rail_turn, 1, memory_order_relaxed) %
 			  (uint32_t)r->c.nrails);
 	r->ack.rail = (uint8_t)r->c.home;
+	r->c.spread = r->c.nrails > 1 && dev->plan.spread && (req->flags & PROTO_FLAG_SPREAD);
+	r->ack.flags = r->c.spread ? PROTO_FLAG_SPREAD : 0;
 	for (int i = 0; i < r->c.nrails; i++) {
 		r->ack.alen[i] = (uint8_t)r->c.rails[i]->namelen;
 		memcpy(r->ack.addr[i], r->c.rails[i]->name, r->c.rails[i]->namelen);

@@ -5,8 +5,10 @@
  * its operations are proto_comm.c's, the CTS's building, sending and
  * receiving proto_cts.c's (proto.h).
  *
- * A send, top-down: isend takes the message's sequence number for its tag;
- * every message of a connection takes its home rail. A message of at most
+ * A send, top-down: isend takes the message's sequence number for its tag,
+ * which also picks its rail: the connection's home rail, or, spread over
+ * several rails, home + the number (proto_msg_rail), so consecutive messages
+ * move on different rails at once. A message of at most
  * eager_max bytes is posted at once as a tagged send (the receive may not
  * exist yet: the provider matches it later). A larger one needs the receiver's CTS for that sequence
  * number: until it arrives isend returns no request and NCCL retries. With
@@ -16,8 +18,9 @@
  * larger than the posted receive is never handed to the provider: a stand-in
  * with the abort bit fails the receive on both sides.
  *
- * A receive posts a tagged receive per buffer on the home rail and one
- * CTS; the CTS of a receive whose buffers all take any eager message is lazy
+ * A receive posts a tagged receive per buffer on its message's rail (the
+ * receiver counts each tag's messages as the sender does) and one CTS on the
+ * home rail; the CTS of a receive whose buffers all take any eager message is lazy
  * (sent only if it still waits after PROTO_LAZY_CTS_NS, else skipped). What
  * completes a buffer: the tagged receive (eager or tagged sends, stand-ins),
  * or the RMA write's CQ data, after which its tagged receive is cancelled and
@@ -93,7 +96,7 @@ static void send_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 	proto_op_complete(c, op, &q->h.ncomplete);
 }
 
-/* An RMA write's pieces, from q->cursor on: piece k goes on rail home + k,
+/* An RMA write's pieces, from q->cursor on: piece k goes on rail q->rail + k,
  * each with the same CQ data (the receiver counts them). Returns 0 when all
  * are posted, -FI_EAGAIN when the provider took none (the first) or not all
  * (test() posts the rest), or an error. */
@@ -107,7 +110,7 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
 	for (; q->cursor < q->pieces; q->cursor++) {
 		int k = q->cursor;
 		struct ofi_op *op = k ? &q->more[k - 1] : &q->op;
-		int rail = (c->home + k) % c->nrails;
+		int rail = (q->rail + k) % c->nrails;
 		size_t off = (size_t)k * q->piece;
 		size_t len = k + 1 < q->pieces ? q->piece : q->size - off;
 		op->complete = q->op.complete;
@@ -278,7 +281,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			return 0;
 		}
 	}
-	int rail = c->home;
+	int rail = proto_msg_rail(c, seq);
 	struct proto_req *r = proto_req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
@@ -293,6 +296,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		q->pieces = 1;
 		q->cursor = 0;
 		q->piece = size;
+		q->rail = rail;
 		if (have && size > cts.size)
 			q->how = PROTO_SEND_ABORT;
 		else if (eager)
@@ -498,22 +502,25 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 }
 
 /* Cancels the receives of buffers whose striped write has landed on another
- * rail (proto_rma_landed), under the home rail's CQ lock (proto_op_cancel). */
+ * rail (proto_rma_landed), each under its own rail's CQ lock (proto_op_cancel). */
 static void recv_cancel_due(struct proto_recv_req *q)
 {
 	unsigned due = atomic_exchange(&q->cancel_due, 0);
-	struct ofi_ep *home = q->h.comm->rails[q->h.comm->home];
-	pthread_mutex_lock(&home->cq_lock);
-	for (int i = 0; due; i++, due >>= 1)
-		if (due & 1)
-			proto_op_cancel(&q->ops[i]);
-	pthread_mutex_unlock(&home->cq_lock);
+	for (int i = 0; due; i++, due >>= 1) {
+		if (!(due & 1))
+			continue;
+		struct ofi_ep *ep = q->h.comm->rails[q->rail[i]];
+		pthread_mutex_lock(&ep->cq_lock);
+		proto_op_cancel(&q->ops[i]);
+		pthread_mutex_unlock(&ep->cq_lock);
+	}
 }
 
 /* A receive whose buffers may take striped writes (two pieces or more: the
  * sender's NCCL_FABRIC_STRIPE_MIN decides) keeps its comm's other rails busy
  * (their progress threads read the pieces' CQ data, and test() reads every
- * rail) until test() reports it done. */
+ * rail) until test() reports it done: every rail but those its own receives
+ * keep busy already. */
 static void recv_hold_rails(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
@@ -521,29 +528,31 @@ static void recv_hold_rails(struct proto_recv_req *q)
 	if (c->nrails < 2 || !expect)
 		return;
 	bool big = false;
-	for (int i = 0; i < q->h.n; i++)
+	unsigned own = 0;
+	for (int i = 0; i < q->h.n; i++) {
 		big |= (expect >> i & 1) && q->posted[i] >= 2 * (size_t)PROTO_PIECE_MIN;
+		own |= 1u << q->rail[i];
+	}
 	if (!big)
 		return;
+	q->rails_held = ((1u << c->nrails) - 1) & ~own;
 	for (int k = 0; k < c->nrails; k++)
-		if (k != c->home)
+		if (q->rails_held >> k & 1)
 			ofi_ep_bulk_hold(c->rails[k]);
-	q->rails_held = true;
 }
 
 void proto_recv_release_rails(struct proto_recv_req *q)
 {
 	struct proto_comm *c = q->h.comm;
-	if (!q->rails_held)
-		return;
-	q->rails_held = false;
+	unsigned held = q->rails_held;
+	q->rails_held = 0;
 	for (int k = 0; k < c->nrails; k++)
-		if (k != c->home)
+		if (held >> k & 1)
 			ofi_ep_bulk_drop(c->rails[k]);
 }
 
-/* Posts what is not posted yet: each buffer's tagged receive, then the CTS
- * that announces them, on the comm's home rail. Returns 0
+/* Posts what is not posted yet: each buffer's tagged receive on its
+ * message's rail, then the CTS that announces them on the home rail. Returns 0
  * (all posted), -FI_EAGAIN, or an error. */
 static int recv_post_remaining(struct proto_recv_req *q)
 {
@@ -560,9 +569,9 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		struct ofi_mr *mr = q->mr[i];
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
-		fi_addr_t src = r->src[c->home];
+		fi_addr_t src = r->src[q->rail[i]];
 		/* (bulk: a large message may come) */
-		proto_op_post_begin(c, op, c->rails[c->home], b ? NULL : mr,
+		proto_op_post_begin(c, op, c->rails[q->rail[i]], b ? NULL : mr,
 				    q->posted[i] > c->dev->plan.eager_max);
 		void *desc = mr ? mr->desc : NULL;
 		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->plan.eager_max, b->desc, src,
@@ -658,7 +667,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	atomic_store(&q->rma_expect, 0);
 	atomic_store(&q->rma_done, 0);
 	atomic_store(&q->cancel_due, 0);
-	q->rails_held = false;
+	q->rails_held = 0;
 	q->spill = 0;
 	memset(q->landed, 0, sizeof(q->landed));
 	proto_cts_init(q, n);
@@ -683,6 +692,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 		q->mr[i] = mr;
 		q->tags[i] = tags[i];
 		q->wire[i] = proto_tag_data(lay, rc_->id, seq, tags[i]);
+		q->rail[i] = (uint8_t)proto_msg_rail(c, seq);
 		q->bounce[i] = NULL;
 		if (sizes[i] < dev->plan.eager_max && !(mr && mr->iface != FI_HMEM_SYSTEM)) {
 			if ((!sizes[i] || dev->dom->rx_iov2) && ofi_buf_spill(dev->dom)) {
@@ -727,7 +737,7 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 	}
 	/* with -FI_EAGAIN part way, test() posts the rest */
 	LOG_TRACE(NCCL_NET, "irecv %d buffers from %s (first tag %d, %zu bytes, rail %d%s)", n,
-		  rc_->peer_text, tags[0], sizes[0], c->home,
+		  rc_->peer_text, tags[0], sizes[0], q->rail[0],
 		  (atomic_load(&q->rma_expect) & 1) ? ", RMA target" : "");
 	*request = r;
 	return 0;
@@ -773,10 +783,13 @@ int net_test(void *request, int *done, int *sizes)
 			}
 		}
 	}
-	bool striped = false;
+	/* the rails this request's operations take, and the home rail, where
+	 * the comm's CTS and pings travel; all of them for a striped write */
+	struct proto_comm *c = r->comm;
+	unsigned all = (1u << c->nrails) - 1, rails = 1u << c->home;
 	if (r->kind == PROTO_REQ_SEND) {
 		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
-		striped = q->pieces > 1;
+		rails |= q->pieces > 1 ? all : 1u << q->rail;
 		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces) {
 			struct proto_send *s = container_of(r->comm, struct proto_send, c);
 			ssize_t rc = send_post_pieces(s, q);
@@ -784,16 +797,17 @@ int net_test(void *request, int *done, int *sizes)
 				send_pieces_end(s, q, (int)rc);
 		}
 	} else if (r->kind == PROTO_REQ_RECV) {
-		striped = container_of(r, struct proto_recv_req, h)->rails_held;
+		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
+		if (q->rails_held) /* (the rest are its own: all rails either way) */
+			rails = all;
+		for (int i = 0; i < r->n; i++)
+			rails |= 1u << q->rail[i];
 	}
 	proto_cts_skip_lazy(r);
 	if (atomic_load_explicit(&r->ncomplete, memory_order_acquire) < r->nops) {
-		/* the comm's home rail carries its messages, CTS and pings (and
-		 * the other rails a striped write's pieces); a flush reads on
-		 * rail 0 */
-		int prc = r->kind == PROTO_REQ_FLUSH ? ofi_ep_progress(r->comm->ep) :
-			  striped ? proto_comm_progress_all(r->comm) :
-				    proto_comm_progress(r->comm);
+		/* a flush reads on rail 0 */
+		int prc = r->kind == PROTO_REQ_FLUSH ? ofi_ep_progress(c->ep) :
+			  proto_comm_progress_rails(c, rails);
 		if (prc < 0)
 			return ofi_err_sys(prc);
 		proto_cts_skip_lazy(r);

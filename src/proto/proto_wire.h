@@ -19,12 +19,13 @@
 #include "ofi/ofi.h"
 
 #define PROTO_MAGIC 0x4641424eu /* "NBAF" little-endian: "FABN" */
-#define PROTO_VERSION 8 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
+#define PROTO_VERSION 9 /* 2: per-message rails, eager sends, RMA writes; 3: connection secrets, ping/pong;
                           * 4: lazy CTS, pongs count the messages taken, goodbye;
                           * 5: a connection's messages take the one rail its ACCEPT names;
                           * 6: HELD answers every CONNECT that waits for accept;
                           * 7: an RMA write's CQ data names the pieces it was cut into;
-                          * 8: a receiver's goodbye revokes its buffers, answered by STOPPED */
+                          * 8: a receiver's goodbye revokes its buffers, answered by STOPPED;
+                          * 9: CONNECT offers, ACCEPT settles, messages taking the rails in turn */
 
 struct proto_handle {
 	uint32_t magic;
@@ -60,6 +61,11 @@ enum proto_reject_reason {
 
 #define PROTO_MAX_RAILS CFG_MAX_RAILS
 
+/* The k-th message of a tag takes rail home + k (mod the rails), so one
+ * connection's messages move on all its rails at once; else every message
+ * takes the home rail. Both ends must agree: the receiver's ACCEPT settles it. */
+#define PROTO_FLAG_SPREAD 1u
+
 /* Control messages travel untagged (fi_send into the endpoint's control
  * receives), apart from tagged data: a data message never walks past posted
  * control receives in the provider's matching list. Each starts with its
@@ -73,7 +79,10 @@ struct proto_msg {
 	uint8_t nrails;     /* CONNECT: rails offered; ACCEPT: rails agreed (1..PROTO_MAX_RAILS) */
 	uint8_t rail;       /* ACCEPT: the rail the connection's messages take; below nrails */
 	uint32_t id;        /* CONNECT: connector's reply id; ACCEPT: receiving connection id */
-	uint32_t reason;    /* REJECT: enum proto_reject_reason */
+	union {
+		uint32_t reason; /* REJECT: enum proto_reject_reason */
+		uint32_t flags;  /* CONNECT: offered, ACCEPT: agreed (PROTO_FLAG_*) */
+	};
 	uint8_t alen[PROTO_MAX_RAILS]; /* length of each rail's address */
 	uint64_t nonce;
 	uint64_t prov_hash;

@@ -65,7 +65,10 @@ static int test_layout(void)
 	CHECK_EQ(sizeof(struct proto_cts), 344);
 	/* the wire constants: changing either breaks mixed-version jobs silently */
 	CHECK_EQ(PROTO_MAGIC, 0x4641424e);
-	CHECK_EQ(PROTO_VERSION, 8);
+	CHECK_EQ(PROTO_VERSION, 9);
+	/* CONNECT's offer and ACCEPT's word share the place of REJECT's reason */
+	CHECK_EQ(offsetof(struct proto_msg, flags), offsetof(struct proto_msg, reason));
+	CHECK_EQ(PROTO_FLAG_SPREAD, 1u);
 	/* ping, pong and goodbye: route, then the count of messages taken in word 5 */
 	CHECK_EQ(sizeof(struct proto_ping), 32);
 	CHECK_EQ(offsetof(struct proto_ping, route), 0);
@@ -349,7 +352,7 @@ static int test_msg_bad(void)
 	m.version = PROTO_VERSION + 1;
 	reseal_msg(&m); /* seal would reset the version */
 	CHECK_EQ(proto_msg_check(&m, sizeof(m), why, sizeof(why)), -1);
-	CHECK_STR_CONTAINS(why, "expected 8");
+	CHECK_STR_CONTAINS(why, "expected 9");
 
 	good_msg(&m, PROTO_MSG_CONNECT);
 	m.magic ^= 1;
