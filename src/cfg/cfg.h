@@ -49,7 +49,7 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	X(RAILS, CFG_INT, "auto", 0, CFG_MAX_RAILS, "auto",                               \
 	  "Endpoints (rails) per device; each is an independent engine with its own "          \
 	  "completion queue and control path. The receiver gives each connection a home "     \
-	  "rail, in turn; its messages take the rails in turn from there (NCCL_FABRIC_SPREAD) " \
+	  "rail, in turn; its messages take it (or the rails in turn: NCCL_FABRIC_SPREAD=1) " \
 	  "and RMA writes from NCCL_FABRIC_STRIPE_MIN up are cut over all rails. "             \
 	  "auto (or 0, the default): over native tcp, half the CPUs this process may use, "   \
 	  "shared by the plugin processes on this host, at most 4; one rail elsewhere (a NIC " \
@@ -77,12 +77,12 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "cut by the sender into pieces of at least 64 KiB, one per rail, written on all "    \
 	  "the connection's rails at once; the receive completes when every piece has "       \
 	  "landed. 0: every message takes its connection's home rail whole.")                  \
-	X(SPREAD, CFG_BOOL, "1", 0, 1, NULL,                                               \
+	X(SPREAD, CFG_BOOL, "0", 0, 1, NULL,                                               \
 	  "With several rails, a connection's messages take its rails in turn (the k-th "      \
 	  "message of an NCCL tag on rail home + k), so one connection moves on all rails at "  \
 	  "once; the CTS and pings stay on its home rail. Both ends must agree: the "          \
 	  "receiver's answer to the connection request settles it. 0: every message takes "   \
-	  "its connection's home rail.")                                                       \
+	  "its connection's home rail (the default until measured under NCCL).")                                                       \
 	X(RMA_PLUGIN, CFG_ENUM, "auto", 0, 0, "auto|force|off",                            \
 	  "NCCL's RMA plugin (device-initiated networking, ncclRmaPlugin_v14/v13). auto: "     \
 	  "offered where GPU memory goes to the provider (FI_HMEM, no CUDA calls) and it has " \

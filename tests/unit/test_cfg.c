@@ -338,7 +338,7 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_EAGER_MAX", "65536" },
 		{ "NCCL_FABRIC_RMA", "0" },
 		{ "NCCL_FABRIC_STRIPE_MIN", "65536" },
-		{ "NCCL_FABRIC_SPREAD", "0" },
+		{ "NCCL_FABRIC_SPREAD", "1" },
 		{ "NCCL_FABRIC_RMA_PLUGIN", "force" },
 		{ "NCCL_FABRIC_PEER_TIMEOUT", "30" },
 		{ "NCCL_FABRIC_SPEED", "400000" },
@@ -364,7 +364,7 @@ static int test_env_values(void)
 	CHECK_EQ(cfg.v[CFG_EAGER_MAX].i, 65536);
 	CHECK_EQ(cfg.v[CFG_RMA].i, 0);
 	CHECK_EQ(cfg.v[CFG_STRIPE_MIN].i, 65536);
-	CHECK_EQ(cfg.v[CFG_SPREAD].i, 0);
+	CHECK_EQ(cfg.v[CFG_SPREAD].i, 1);
 	CHECK_EQ(cfg.v[CFG_RMA_PLUGIN].i, CFG_RMA_PLUGIN_FORCE);
 	CHECK_EQ(cfg.v[CFG_PEER_TIMEOUT].i, 30);
 	return 0;
