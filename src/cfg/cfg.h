@@ -82,7 +82,7 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "message of an NCCL tag on rail home + k), so one connection moves on all rails at "  \
 	  "once; the CTS and pings stay on its home rail. Both ends must agree: the "          \
 	  "receiver's answer to the connection request settles it. 0: every message takes "   \
-	  "its connection's home rail (the default until measured under NCCL).")                                                       \
+	  "its connection's home rail (the default until measured under NCCL).")              \
 	X(RMA_PLUGIN, CFG_ENUM, "auto", 0, 0, "auto|force|off",                            \
 	  "NCCL's RMA plugin (device-initiated networking, ncclRmaPlugin_v14/v13). auto: "     \
 	  "offered where GPU memory goes to the provider (FI_HMEM, no CUDA calls) and it has " \

@@ -64,17 +64,6 @@ static int expect_drop(struct ofi_ep *ep, uint64_t imm, const char *why)
 	return atomic_load(&ep->dropped) == before + 1 && warned(why);
 }
 
-/* test() until done or the deadline; returns done. */
-static int test_until(void *req, double seconds, int *res, int *size)
-{
-	int done = 0;
-	double end = unit_now_s() + seconds;
-	do {
-		*res = net_test(req, &done, size);
-	} while (!done && !*res && unit_now_s() < end);
-	return done;
-}
-
 static int test_forged_pieces(void)
 {
 	struct proto_comm *c = proto_comm_from(rc, PROTO_RECV);
@@ -108,13 +97,13 @@ static int test_forged_pieces(void)
 	CHECK_EQ(dropped, 6u);
 	/* one agreeing piece of two: the buffer still waits */
 	int res = 0, size = -1;
-	CHECK(!test_until(req, 0.2, &res, &size));
+	CHECK(!unit_pair_test_until(req, 0.2, &res, &size));
 	CHECK_EQ(res, 0);
 	CHECK_EQ(atomic_load(&q->rma_done), 0u);
 
 	/* the second agreeing piece, on the other rail: complete, with its size */
 	proto_rma_landed(other, dev, proto_imm(id, slot, 1000, 2), 0);
-	CHECK(test_until(req, 10, &res, &size));
+	CHECK(unit_pair_test_until(req, 10, &res, &size));
 	CHECK_EQ(res, 0);
 	CHECK_EQ(size, 1000);
 	/* a late copy of a piece names a buffer that no longer waits */

@@ -19,17 +19,6 @@
 
 static struct unit_pair P;
 
-/* test() until done or the deadline; returns done. */
-static int test_until(void *req, double seconds, int *res, int *size)
-{
-	int done = 0;
-	double end = unit_now_s() + seconds;
-	do {
-		*res = net_test(req, &done, size);
-	} while (!done && !*res && unit_now_s() < end);
-	return done;
-}
-
 static void fill(unsigned char *p, size_t n, unsigned seed)
 {
 	for (size_t i = 0; i < n; i++)
@@ -69,11 +58,11 @@ static int one_message(void *sc, void *rc, int tag, size_t size, size_t cap, uns
 	CHECK_EQ(sq->rail, want);
 	CHECK(sq->op.ep == s->rails[want]);
 	int sres = 0, ssize = -1;
-	CHECK(test_until(sreq, 10, &sres, &ssize));
+	CHECK(unit_pair_test_until(sreq, 10, &sres, &ssize));
 	CHECK_EQ(sres, 0);
 	CHECK_EQ((size_t)ssize, size);
 	if (!rdone)
-		CHECK(test_until(rreq, 10, &rres, &rsize));
+		CHECK(unit_pair_test_until(rreq, 10, &rres, &rsize));
 	CHECK_EQ(rres, 0);
 	CHECK_EQ((size_t)rsize, size);
 	CHECK(memcmp(in, out, size) == 0);

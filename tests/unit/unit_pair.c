@@ -58,3 +58,13 @@ void unit_pair_close(struct unit_pair *p)
 		net_close_listen(p->lcomm);
 	net_finalize(p->ctx);
 }
+
+int unit_pair_test_until(void *req, double seconds, int *res, int *size)
+{
+	int done = 0;
+	double end = unit_now_s() + seconds;
+	do {
+		*res = net_test(req, &done, size);
+	} while (!done && !*res && unit_now_s() < end);
+	return done;
+}

@@ -22,6 +22,9 @@ int unit_pair_open(struct unit_pair *p);
  * for up to timeout_s; 0 when both exist. */
 int unit_pair_connect(void *lcomm, const void *handle, void **sc, void **rc, double timeout_s);
 void unit_pair_close(struct unit_pair *p);
+/* Calls test() on req until it is done, fails, or seconds pass; returns done,
+ * with test()'s result in *res and the size it reported in *size. */
+int unit_pair_test_until(void *req, double seconds, int *res, int *size);
 /* A test program's main: opens the pair, hands its comms to the tests
  * (lcomm, sc, rc), runs them and closes it. The exit status of unit_run, or
  * unit_pair_open's. */
