@@ -21,6 +21,10 @@
 #                 128 MiB by 4, 5 iterations after 2, all_reduce, all_gather,
 #                 alltoall, sendrecv)
 #   FABRIC_NETNS_RATE  the emulated links' rate (default 25gbit)
+#   TIME_BUDGET   seconds for the whole sweep (default 0: no limit): each
+#                 run gets what is left, and the runs that no longer fit are
+#                 skipped (reported as failed), so a job limited to 10 minutes
+#                 keeps what finished
 #   FABRIC_BENCH_OUT   output folder: bench.csv (rows tagged
 #                 sweep-<link>-r<ranks>-<knob>), summary.txt, sweep.txt
 #
@@ -50,6 +54,17 @@ export FABRIC_BENCH_OUT=$OUT
 mkdir -p "$OUT"
 base_extra=${FABRIC_EXTRA_ENV:-}
 
+# run-gpu.sh reads TIME_BUDGET per invocation: each gets what is left of ours
+budget=${TIME_BUDGET:-0}
+unset TIME_BUDGET
+deadline=$((budget > 0 ? SECONDS + budget : 0))
+left() { # TIME_BUDGET for the next run-gpu.sh (0: no limit); 1 when none is left
+	((deadline == 0)) && { echo 0; return 0; }
+	local l=$((deadline - SECONDS))
+	((l >= 30)) || { echo "sweep.sh: TIME_BUDGET=$budget spent; the rest is skipped" >&2; return 1; }
+	echo $l
+}
+
 rc=0
 for link in ${SWEEP_LINKS:-netns loopback}; do
 	netns=0
@@ -62,12 +77,14 @@ for link in ${SWEEP_LINKS:-netns loopback}; do
 		for k in "${knobs[@]}"; do
 			[[ -n $k ]] || continue # SWEEP_KNOBS="": the default (twice) only
 			name=${k%%:*} words=${k#*:}
-			FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-$name \
+			tb=$(left) || { rc=1; break 3; }
+			TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-$name \
 				FABRIC_EXTRA_ENV="$base_extra ${words//,/ }" \
 				"$REPO/bench/run-gpu.sh" bench-fabric-default || rc=1
 		done
 		if [[ ${SWEEP_SOCKET:-1} == 1 ]]; then
-			FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup \
+			tb=$(left) || { rc=1; break 2; }
+			TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup \
 				"$REPO/bench/run-gpu.sh" bench-socket bench-socket-best || rc=1
 		fi
 	done

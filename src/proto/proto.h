@@ -305,6 +305,8 @@ struct proto_recv {
 	struct ofi_op ack_op;
 	bool ack_posted;
 	atomic_uint taken;         /* messages that arrived (pongs and the goodbye tell the sender) */
+	atomic_bool big_last;      /* the last message that arrived was above the eager limit:
+				    * the next receives wake their rail's progress thread */
 	atomic_uint pieces_in;     /* RMA write notices that named this connection */
 	atomic_uint peer_written;  /* the sender's PROTO_STOPPED: pieces it wrote in all */
 	atomic_bool peer_stopped;  /* ... which arrived: it writes no more */

@@ -406,6 +406,8 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		if (bounce && e->len && c->magic == PROTO_COMM_MAGIC)
 			memcpy(q->data[i], bounce->mem, e->len);
 		atomic_store(&q->got[i], e->len);
+		atomic_store_explicit(&r->big_last, e->len > c->dev->plan.eager_max,
+				      memory_order_relaxed);
 	} else if (err->err == FI_ECANCELED && (atomic_load(&q->rma_done) & (1u << i))) {
 		/* the RMA write filled this buffer; this was its tagged receive */
 	} else {
@@ -488,6 +490,7 @@ void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len)
 		return;
 	}
 	atomic_store(&q->got[i], (size_t)size);
+	atomic_store_explicit(&r->big_last, size > dev->plan.eager_max, memory_order_relaxed);
 	atomic_fetch_or(&q->rma_done, 1u << i);
 	atomic_fetch_add_explicit(&r->taken, 1, memory_order_relaxed);
 	/* the buffer's tagged receive will not be matched now: its cancellation
@@ -570,9 +573,16 @@ static int recv_post_remaining(struct proto_recv_req *q)
 		/* from the peer only, where the provider can (directed receives):
 		 * another process cannot fill it by guessing the tag */
 		fi_addr_t src = r->src[q->rail[i]];
-		/* (bulk: a large message may come) */
+		/* Bulk (the rail's progress thread reads its CQ all the time)
+		 * only when a large message is likely: NCCL posts every receive
+		 * with its whole slot, so the posted size alone would wake the
+		 * thread for every small message too, and a thread spinning
+		 * beside NCCL's proxy thread costs each of them more than it
+		 * saves. The last message's size predicts the next one's: NCCL
+		 * cuts a collective into steps of one size. */
 		proto_op_post_begin(c, op, c->rails[q->rail[i]], b ? NULL : mr,
-				    q->posted[i] > c->dev->plan.eager_max);
+				    q->posted[i] > c->dev->plan.eager_max &&
+					    atomic_load_explicit(&r->big_last, memory_order_relaxed));
 		void *desc = mr ? mr->desc : NULL;
 		ssize_t rc = b ? ofi_ep_trecv(op->ep, b->mem, c->dev->plan.eager_max, b->desc, src,
 					      q->wire[i], ignore, &op->ctx) :

@@ -9,7 +9,8 @@
 # the run had (as `nccl-fabric-info --settings` prints them; "" or nothing
 # for an empty value). This fails when a marker names a setting whose value
 # differs from the plugin's default today, names a setting the plugin does not
-# have, or is malformed or unclosed. No marker at all passes, saying that no
+# have, leaves out one it has (a setting added after the run: the table cannot
+# say it ran with its default), or is malformed or unclosed. No marker at all passes, saying that no
 # current table exists. The defaults come from the plugin itself, read with
 # every NCCL_FABRIC_* variable of the environment unset.
 #
@@ -50,9 +51,11 @@ while IFS= read -r line || [ -n "$line" ]; do
     list=${line#'<!-- perf-table settings:'}
     list=${list%'-->'}
     count=0
+    declare -A named=()
     for pair in $list; do
       count=$((count + 1))
       name=${pair%%=*}
+      named[$name]=1
       if [ "$name" = "$pair" ]; then
         echo "FAIL $doc:$lineno: \"$pair\" is not NAME=VALUE"; fail=1; continue
       fi
@@ -70,6 +73,13 @@ while IFS= read -r line || [ -n "$line" ]; do
     if [ $count -eq 0 ]; then
       echo "FAIL $doc:$lineno: the perf-table marker names no setting"; fail=1
     fi
+    for name in $(printf '%s\n' "${!def[@]}" | sort); do
+      if [ -z "${named[$name]+set}" ]; then
+        echo "FAIL $doc:$lineno: the marker does not name $name: the table cannot say it ran with its default ${def[$name]:-\"\"}; measure again with today's defaults"
+        fail=1
+      fi
+    done
+    unset named
     ;;
   '<!-- /perf-table -->'*)
     if [ $open_line -eq 0 ]; then
