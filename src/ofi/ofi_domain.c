@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ofi/ofi.h"
+#include "ofi/ofi_int.h"
 #include "log/log.h"
 #include "util/util.h"
 
@@ -160,6 +161,12 @@ void ofi_domain_close(struct ofi_domain *dom)
 {
 	if (!dom)
 		return;
+	/* Every rail's thread stops before any endpoint closes: an idle thread
+	 * reaps the domain's zombies, whose expiry cancels operations on every
+	 * rail, and would cancel on an endpoint already closed. */
+	for (int i = 0; i < dom->nep; i++)
+		if (dom->eps[i] && dom->eps[i]->has_thread)
+			ofi_thread_end(dom->eps[i]);
 	for (int i = dom->nep - 1; i >= 0; i--)
 		ofi_ep_close(dom->eps[i]);
 	/* No completion can name a zombie's operations any more. */
