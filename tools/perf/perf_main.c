@@ -12,7 +12,11 @@
  * --raw measures plain libfabric instead (perf_raw.c: fi_tsend/fi_trecv on one
  * RDM endpoint per rank, the provider the plugin chose), with the same sizes,
  * window, timing and checks; --compare runs both, interleaved size by size in
- * the same two processes, and prints the ratio plugin/raw.
+ * the same two processes, and prints the ratio plugin/raw. --raw-op write makes
+ * the raw path RMA writes with CQ data into the receiver's window, each slot
+ * freed again by a credit message: the operation the plugin's write path uses,
+ * so plugin/raw then shows what the plugin adds to it, and a baseline exists
+ * where the provider has no tags (efa-direct).
  *
  * --stripe N adds the plugin with NCCL_FABRIC_RAILS=N: large messages cut
  * into pieces written on N rails at once. The plugin reads its settings at
@@ -56,6 +60,7 @@ struct pf_opts {
 	int latency;          /* --latency: ping-pong, window 1 */
 	const char *provider; /* --provider, NULL if not given */
 	int stripe;           /* --stripe N: rails of the striped path, 0 if not given */
+	enum pf_raw_op raw_op; /* --raw-op */
 };
 
 /* Receiver -> sender, per size. */
@@ -103,6 +108,11 @@ struct pf_ctx {
 	void *raw_mr, *raw_desc;
 	int64_t slot_msg[PF_MAX_WINDOW]; /* message in flight in each slot */
 	unsigned char busy[PF_MAX_WINDOW];
+	/* raw writes: the receiver's window, and which of its slots it freed */
+	int raw_write;
+	pf_raw_target_t target;
+	unsigned char freed[PF_MAX_WINDOW];
+	unsigned char credit_due[PF_MAX_WINDOW];
 };
 
 static unsigned char *pf_slot(struct pf_ctx *c, int64_t i)
@@ -236,6 +246,8 @@ static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
 			return FH_FAIL;
 		for (int k = 0; k < got; k++) {
 			int slot = d[k].slot;
+			if (d[k].kind != PF_RAW_DONE)
+				return fh_fail(c->r, "raw: a write's or credit's completion in send mode");
 			if (slot >= c->window || !c->busy[slot])
 				return fh_fail(c->r, "raw: completion for slot %d, which has nothing "
 						     "in flight",
@@ -272,9 +284,121 @@ static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
 	return FH_OK;
 }
 
+/* Raw writes: message i is written into the receiver's slot i % window with
+ * CQ data i. The receiver's window starts free; it frees a slot again, with a
+ * credit, once the message there has landed and the slot's next message is
+ * one of this run's. The writer reuses a slot once its own write has completed
+ * and its credit has come. The receiver checks that each write lands where a
+ * message is awaited (its CQ data names it). */
+static void pf_raw_announce(struct pf_ctx *c, int slot, int64_t msg, int64_t n)
+{
+	/* Poison the last message's slot before the writer may write it: stale
+	 * bytes must not pass (the first window's, before the run's barrier:
+	 * pf_prepare). */
+	if (msg == n - 1 && msg >= c->window)
+		memset(pf_slot(c, msg), 0xee, c->size);
+	c->busy[slot] = 1;
+	c->slot_msg[slot] = msg;
+}
+
+/* Before the barrier that starts a run of n messages. */
+static void pf_prepare(struct pf_ctx *c, int is_send, int64_t n)
+{
+	if (c->raw_write && !is_send && n > 1 && n - 1 < c->window)
+		memset(pf_slot(c, n - 1), 0xee, c->size);
+}
+
+static int pf_run_raw_write(struct pf_ctx *c, int is_send, int64_t n)
+{
+	int64_t posted = 0, done = 0;
+	unsigned idle = 0;
+	double last = fh_now();
+	memset(c->busy, 0, sizeof(c->busy));
+	memset(c->credit_due, 0, sizeof(c->credit_due));
+	memset(c->freed, 1, sizeof(c->freed));
+	if (!is_send)
+		for (int64_t m = 0; m < n && m < c->window; m++)
+			pf_raw_announce(c, (int)m, m, n);
+	while (done < n) {
+		int progress = 0;
+		while (is_send && posted < n) {
+			int slot = (int)(posted % c->window);
+			if (c->busy[slot] || !c->freed[slot])
+				break;
+			int rc = pf_raw_write(c->r, c->raw, slot, pf_slot(c, posted), c->size,
+					      c->raw_desc, &c->target, (size_t)slot * c->size,
+					      (uint32_t)posted);
+			if (rc < 0)
+				return FH_FAIL;
+			if (rc > 0)
+				break;
+			c->busy[slot] = 1;
+			c->freed[slot] = 0;
+			posted++;
+			progress = 1;
+		}
+		for (int s = 0; !is_send && s < c->window; s++) {
+			if (!c->credit_due[s])
+				continue;
+			int rc = pf_raw_credit(c->r, c->raw, s);
+			if (rc < 0)
+				return FH_FAIL;
+			if (rc == 0)
+				c->credit_due[s] = 0;
+		}
+		pf_raw_done_t d[16];
+		int got = pf_raw_poll(c->r, c->raw, d, 16);
+		if (got < 0)
+			return FH_FAIL;
+		for (int k = 0; k < got; k++) {
+			int slot = d[k].slot;
+			if (is_send && d[k].kind == PF_RAW_DONE && slot < c->window && c->busy[slot]) {
+				c->busy[slot] = 0;
+				done++;
+			} else if (is_send && d[k].kind == PF_RAW_CREDIT && !c->freed[slot]) {
+				c->freed[slot] = 1;
+			} else if (!is_send && d[k].kind == PF_RAW_LANDED) {
+				slot = (int)(d[k].data % (uint32_t)c->window);
+				int64_t msg = c->slot_msg[slot];
+				if (!c->busy[slot] || (uint32_t)msg != d[k].data)
+					return fh_fail(c->r, "raw: a write for message #%u landed, but "
+							     "slot %d awaits %s",
+						       d[k].data, slot, c->busy[slot] ? "another" : "none");
+				if (msg == 0 && pf_check_slot(c, 0, "first"))
+					return FH_FAIL;
+				c->busy[slot] = 0;
+				done++;
+				if (msg + c->window < n) {
+					pf_raw_announce(c, slot, msg + c->window, n);
+					c->credit_due[slot] = 1;
+				}
+			} else {
+				return fh_fail(c->r, "raw: an unexpected completion (kind %d, slot %d) "
+						     "on the %s",
+					       (int)d[k].kind, slot, is_send ? "writer" : "target");
+			}
+			progress = 1;
+		}
+		if (progress) {
+			idle = 0;
+			last = fh_now();
+		} else {
+			if (fh_now() - last > 2.0)
+				fh_stage(c->r, "raw: %s %zu bytes: %lld/%lld done, no progress for 2s",
+					 is_send ? "writing" : "awaiting writes of", c->size,
+					 (long long)done, (long long)n);
+			if (++idle > 100000)
+				fh_relax(&idle);
+		}
+	}
+	return FH_OK;
+}
+
 static int pf_run(struct pf_ctx *c, int is_send, int64_t n)
 {
-	return c->raw ? pf_run_raw(c, is_send, n) : pf_run_plugin(c, is_send, n);
+	if (c->raw)
+		return c->raw_write ? pf_run_raw_write(c, is_send, n) : pf_run_raw(c, is_send, n);
+	return pf_run_plugin(c, is_send, n);
 }
 
 /* ------------------------------------------------------------ one size */
@@ -290,6 +414,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	c.net = path->net;
 	c.comm = path->comm;
 	c.raw = path->raw;
+	c.raw_write = path->raw && o->raw_op == PF_RAW_WRITE;
 	c.size = size;
 	c.window = o->window;
 	if (c.raw && size > pf_raw_max_msg_size(c.raw))
@@ -311,7 +436,14 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 		return FH_FAIL;
 	}
 	ncclResult_t rc = ncclSuccess;
-	if (c.raw) {
+	if (c.raw_write) {
+		/* the receiver's window, for the writer's fi_writedata */
+		if (pf_raw_expose(r, c.raw, c.buf.ptr, c.buf.size, &c.raw_mr, &c.raw_desc, &c.target))
+			return FH_FAIL;
+		if (is_send ? fh_oob_recv(r, peer, &c.target, sizeof(c.target))
+			    : fh_oob_send(r, peer, &c.target, sizeof(c.target)))
+			return FH_FAIL;
+	} else if (c.raw) {
 		if (pf_raw_reg(r, c.raw, c.buf.ptr, c.buf.size, &c.raw_mr, &c.raw_desc))
 			return FH_FAIL;
 	} else {
@@ -327,6 +459,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	int64_t n = o->iters;
 	int64_t batch = 2 * (int64_t)o->window;
 	for (;;) {
+		pf_prepare(&c, is_send, batch);
 		if (pf_pair_barrier(r))
 			return FH_FAIL;
 		double t0 = fh_now();
@@ -360,6 +493,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	}
 
 	fh_stage(r, "%s%zu bytes x %lld", label, size, (long long)n);
+	pf_prepare(&c, is_send, n);
 	if (pf_pair_barrier(r))
 		return FH_FAIL;
 	double t0 = fh_now();
@@ -971,7 +1105,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		/* A provider named with --raw --provider may just not be here (skip);
 		 * one the plugin runs on must open (fail). */
 		int st = pf_raw_open(r, peer, raw_prov, raw_domain[0] ? raw_domain : NULL,
-				     !load_plugin, &raw_path.raw);
+				     !load_plugin, o->raw_op, o->window, &raw_path.raw);
 		if (st) {
 			(void)pf_raw_close(r, raw_path.raw);
 			return st;
@@ -1079,7 +1213,8 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres,
 				   prails.rails, pf_vs(size, &pres, raw_res));
 		if (csv && use_raw)
-			pf_csv_row(csv, "raw", pf_raw_provider(raw_path.raw),
+			pf_csv_row(csv, o->raw_op == PF_RAW_WRITE ? "raw-write" : "raw",
+				   pf_raw_provider(raw_path.raw),
 				   pf_raw_domain(raw_path.raw), 0, size, o->window, &rres, 0, 0);
 		if (csv && use_stripe)
 			pf_csv_row(csv, "striped", sinfo.provider, sinfo.device, o->version, size,
@@ -1129,6 +1264,12 @@ static void pf_usage(FILE *f)
 		"                    size; prints striped GB/s (and striped/raw with --compare\n"
 		"                    or --raw). Alone: the striped plugin only. Fails if the\n"
 		"                    plugin does not stripe (rails and size shown in the header)\n"
+		"  --raw-op OP       what the raw path moves messages with: send (the\n"
+		"                    default: fi_tsend into posted fi_trecv) or write\n"
+		"                    (fi_writedata with 4 bytes of CQ data into the receiver's\n"
+		"                    window, each slot freed again by a 4-byte credit message:\n"
+		"                    the plugin's write path without the plugin; the only raw\n"
+		"                    baseline where the provider has no tags). Bandwidth only\n"
 		"  --raw             raw libfabric only. The provider is the one the plugin\n"
 		"                    chooses (the plugin is loaded only to ask), or with\n"
 		"                    --provider that libfabric provider name as it is\n"
@@ -1142,7 +1283,8 @@ static void pf_usage(FILE *f)
 		"  --iters N         messages per size (default: about --duration seconds)\n"
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
 		"  --csv FILE        also write the results as CSV (one row per size and path:\n"
-		"                    plugin, raw, striped; rails, and vs_raw = GB/s over raw's)\n"
+		"                    plugin, raw or raw-write, striped; rails, and vs_raw =\n"
+		"                    GB/s over raw's)\n"
 		"  --version V       table version to use, %d..%d (default %d)\n"
 		"  --dev N           device (default 0)\n"
 		"GB/s is 1e9 bytes per second, one direction; plugin/raw is the plugin's\n"
@@ -1160,7 +1302,7 @@ int main(int argc, char **argv)
 	o.window = 8;
 	o.duration = 1.0;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
-	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_STRIPE,
+	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_STRIPE, O_RAW_OP,
 	       O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
@@ -1177,6 +1319,7 @@ int main(int argc, char **argv)
 		{"compare", no_argument, NULL, O_COMPARE},
 		{"latency", no_argument, NULL, O_LATENCY},
 		{"stripe", required_argument, NULL, O_STRIPE},
+		{"raw-op", required_argument, NULL, O_RAW_OP},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -1209,6 +1352,16 @@ int main(int argc, char **argv)
 		case O_RAW: raw = 1; break;
 		case O_COMPARE: compare = 1; break;
 		case O_LATENCY: o.latency = 1; break;
+		case O_RAW_OP:
+			if (!strcmp(optarg, "send")) {
+				o.raw_op = PF_RAW_SEND;
+			} else if (!strcmp(optarg, "write")) {
+				o.raw_op = PF_RAW_WRITE;
+			} else {
+				fprintf(stderr, "bad --raw-op '%s': send or write\n", optarg);
+				return 2;
+			}
+			break;
 		case O_STRIPE: {
 			char *end = NULL;
 			long v = strtol(optarg, &end, 10);
@@ -1234,6 +1387,10 @@ int main(int argc, char **argv)
 	}
 	if (raw && compare) {
 		fprintf(stderr, "--raw and --compare exclude each other (--compare runs both)\n");
+		return 2;
+	}
+	if (o.raw_op == PF_RAW_WRITE && o.latency) {
+		fprintf(stderr, "--raw-op write measures bandwidth; it does not go with --latency\n");
 		return 2;
 	}
 	if (stripe && o.latency) {
