@@ -60,7 +60,8 @@
 #                       between two emulated hosts (see FABRIC_NETNS; made
 #                       here whether or not it is set) and over loopback, per
 #                       provider (NETNS_PERF_PROVIDERS, default 'default tcp
-#                       tcp;ofi_rxm'; NETNS_PERF_SIZES; NETNS_PERF_LOOPBACK=0:
+#                       tcp;ofi_rxm'; NETNS_PERF_SIZES; NETNS_PERF_RAW_OP=write:
+#                       raw RMA writes as the baseline; NETNS_PERF_LOOPBACK=0:
 #                       no loopback rows), and one python3 TCP stream: the
 #                       link's raw rate. Rows into netns-perf.csv. FABRIC_PERF:
 #                       the binary (default: bin/ beside the plugin's lib/).
@@ -918,7 +919,7 @@ stage_netns_perf() {
 	for prov in ${NETNS_PERF_PROVIDERS:-default tcp tcp;ofi_rxm}; do
 		for link in "$rate" loopback; do
 			[[ $link == loopback && ${NETNS_PERF_LOOPBACK:-1} == 0 ]] && continue
-			local -a args=(--compare --sizes "${NETNS_PERF_SIZES:-64K,1M,4M,64M}")
+			local -a args=(--compare --raw-op "${NETNS_PERF_RAW_OP:-send}" --sizes "${NETNS_PERF_SIZES:-64K,1M,4M,64M}")
 			local -a env=("NCCL_NET_PLUGIN=$PLUGIN")
 			[[ $prov != default ]] && args+=(--provider "$prov")
 			if [[ $link == loopback ]]; then
