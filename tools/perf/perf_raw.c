@@ -50,12 +50,14 @@ struct pf_raw {
 	uint64_t next_key;
 	int domain_fallback; /* the plugin's domain was not offered */
 	struct fi_context2 ctx[PF_RAW_MAX_OPS];
-	/* PF_RAW_WRITE: credits (writer: received into cin; target: sent from
-	 * cout) and, where writes take posted receives, the target's receives
-	 * (into cin, never read) */
+	/* PF_RAW_WRITE: credits (writer: received into credit.in; target: sent
+	 * from credit.out) and, where writes take posted receives, the target's
+	 * receives (into credit.in, never read) */
 	enum pf_raw_op op;
 	int window, writer, rx_cq_data;
-	uint32_t cin[PF_RAW_MAX_OPS], cout[PF_RAW_MAX_OPS];
+	struct {
+		uint32_t in[PF_RAW_MAX_OPS], out[PF_RAW_MAX_OPS];
+	} credit; /* one registration */
 	unsigned char cout_busy[PF_RAW_MAX_OPS];
 	unsigned char cin_due[PF_RAW_MAX_OPS]; /* a receive to post again (it met -FI_EAGAIN) */
 	struct fid_mr *ctl_mr;
@@ -183,8 +185,8 @@ static int pf_raw_exchange(fh_rank_t *r, pf_raw_t *raw, int peer)
  * asks to retry (pf_raw_poll does), -1 after fh_fail(). */
 static int pf_raw_post_ctl(fh_rank_t *r, pf_raw_t *raw, int k)
 {
-	ssize_t rc = fi_recv(raw->ep, &raw->cin[k], sizeof(raw->cin[k]), raw->ctl_desc,
-			     FI_ADDR_UNSPEC, &raw->cctx[k]);
+	ssize_t rc = fi_recv(raw->ep, &raw->credit.in[k], sizeof(raw->credit.in[k]),
+			     raw->ctl_desc, FI_ADDR_UNSPEC, &raw->cctx[k]);
 	if (rc == -FI_EAGAIN) {
 		raw->cin_due[k] = 1;
 		return 1;
@@ -206,8 +208,7 @@ static int pf_raw_open_write(fh_rank_t *r, pf_raw_t *raw)
 	if (i->domain_attr->mr_mode & FI_MR_LOCAL) {
 		void *mr = NULL;
 		/* the credits are the only messages: both arrays, one registration */
-		if (pf_raw_reg(r, raw, raw->cin, sizeof(raw->cin) + sizeof(raw->cout), &mr,
-			       &raw->ctl_desc))
+		if (pf_raw_reg(r, raw, &raw->credit, sizeof(raw->credit), &mr, &raw->ctl_desc))
 			return FH_FAIL;
 		raw->ctl_mr = mr;
 	}
@@ -436,9 +437,9 @@ int pf_raw_credit(fh_rank_t *r, pf_raw_t *raw, int slot)
 	}
 	if (raw->cout_busy[slot])
 		return 1; /* the slot's last credit is still going out */
-	raw->cout[slot] = (uint32_t)slot;
-	ssize_t rc = fi_send(raw->ep, &raw->cout[slot], sizeof(raw->cout[slot]), raw->ctl_desc,
-			     raw->peer, &raw->octx[slot]);
+	raw->credit.out[slot] = (uint32_t)slot;
+	ssize_t rc = fi_send(raw->ep, &raw->credit.out[slot], sizeof(raw->credit.out[slot]),
+			     raw->ctl_desc, raw->peer, &raw->octx[slot]);
 	if (rc == -FI_EAGAIN)
 		return 1;
 	if (rc) {
@@ -535,7 +536,7 @@ int pf_raw_poll(fh_rank_t *r, pf_raw_t *raw, pf_raw_done_t *done, int max)
 		int c = raw->op == PF_RAW_WRITE ? pf_raw_index(raw->cctx, raw->window, e[k].op_context)
 						: -1;
 		if (c >= 0 && raw->writer) {
-			uint32_t slot = raw->cin[c];
+			uint32_t slot = raw->credit.in[c];
 			if (pf_raw_post_ctl(r, raw, c) < 0)
 				return -1;
 			if (slot >= (uint32_t)raw->window) {
