@@ -38,6 +38,7 @@
 #include <ctype.h>
 
 #define PF_MAX_SIZES 32
+#define PF_MAX_ROUNDS 99
 #define PF_MAX_WINDOW 256
 #define PF_TAG 0x5f
 
@@ -61,6 +62,7 @@ struct pf_opts {
 	const char *provider; /* --provider, NULL if not given */
 	int stripe;           /* --stripe N: rails of the striped path, 0 if not given */
 	enum pf_raw_op raw_op; /* --raw-op */
+	int rounds;            /* --rounds: plugin and raw alternate this many times per size */
 };
 
 /* Receiver -> sender, per size. */
@@ -866,7 +868,7 @@ static void pf_print_columns(int plugin, int raw, int stripe)
 }
 
 static void pf_print_row(size_t size, const struct pf_result *pres, const struct pf_result *rres,
-			 const struct pf_result *sres)
+			 const struct pf_result *sres, double vs)
 {
 	double rg = rres ? pf_gbps(size, rres) : 0;
 	printf("%14zu", size);
@@ -875,7 +877,7 @@ static void pf_print_row(size_t size, const struct pf_result *pres, const struct
 	if (rres)
 		printf(" %12.3f", rg);
 	if (pres && rres)
-		printf(" %11.2f", rg > 0 ? pf_gbps(size, pres) / rg : 0);
+		printf(" %11.2f", vs);
 	if (sres)
 		printf(" %12.3f", pf_gbps(size, sres));
 	if (sres && rres)
@@ -887,6 +889,39 @@ static double pf_vs(size_t size, const struct pf_result *res, const struct pf_re
 {
 	double rg = raw ? pf_gbps(size, raw) : 0;
 	return rg > 0 ? pf_gbps(size, res) / rg : 0;
+}
+
+static int pf_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* --rounds: the round whose bandwidth is the median of n (the lower middle
+ * one for even n). */
+static struct pf_result pf_median(size_t size, const struct pf_result *res, int n)
+{
+	double g[PF_MAX_ROUNDS];
+	for (int k = 0; k < n; k++)
+		g[k] = pf_gbps(size, &res[k]);
+	qsort(g, (size_t)n, sizeof(g[0]), pf_cmp_double);
+	for (int k = 0; k < n; k++)
+		if (pf_gbps(size, &res[k]) == g[(n - 1) / 2])
+			return res[k];
+	return res[0];
+}
+
+/* --rounds: the median of the rounds' own ratios, each taken between runs a
+ * moment apart, so a machine that changes speed for seconds moves both sides
+ * of most of them alike. */
+static double pf_median_vs(size_t size, const struct pf_result *res, const struct pf_result *raw,
+			   int n)
+{
+	double v[PF_MAX_ROUNDS];
+	for (int k = 0; k < n; k++)
+		v[k] = pf_vs(size, &res[k], &raw[k]);
+	qsort(v, (size_t)n, sizeof(v[0]), pf_cmp_double);
+	return v[(n - 1) / 2];
 }
 
 /* --stripe: the plugin again with NCCL_FABRIC_RAILS=N, in its own pair of
@@ -1148,6 +1183,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		if (o->latency)
 			printf("# latency: ping-pong, window 1, half the round trip; %s%s\n",
 			       o->iters ? "fixed iterations" : "timed", alt);
+		else if (o->rounds > 1)
+			printf("# window %d, %s%s; %d rounds per size, each path's median round "
+			       "and the median of the rounds' ratios\n",
+			       o->window, o->iters ? "fixed iterations" : "timed", alt, o->rounds);
 		else
 			printf("# window %d, %s%s\n", o->window, o->iters ? "fixed iterations" : "timed",
 			       alt);
@@ -1165,16 +1204,29 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	for (int i = 0; i < o->nsizes; i++) {
 		size_t size = o->sizes[i];
 		struct pf_result pres = {0, 0}, rres = {0, 0}, sres = {0, 0};
+		struct pf_result pr[PF_MAX_ROUNDS], rr[PF_MAX_ROUNDS];
+		double vs = 0;
 		if (o->latency) {
 			if (use_plugin && pf_pp_size(r, &plugin_path, sc, rcomm, o, size, &pres))
 				return FH_FAIL;
 			if (use_raw && pf_pp_size(r, &raw_path, NULL, NULL, o, size, &rres))
 				return FH_FAIL;
 		} else {
-			if (use_plugin && pf_size(r, &plugin_path, o, size, &pres))
-				return FH_FAIL;
-			if (use_raw && pf_size(r, &raw_path, o, size, &rres))
-				return FH_FAIL;
+			/* each round a share of the duration, the paths in turn */
+			struct pf_opts ro = *o;
+			ro.duration = o->duration / o->rounds;
+			memset(pr, 0, sizeof(pr));
+			memset(rr, 0, sizeof(rr));
+			for (int k = 0; k < o->rounds; k++) {
+				if (use_plugin && pf_size(r, &plugin_path, &ro, size, &pr[k]))
+					return FH_FAIL;
+				if (use_raw && pf_size(r, &raw_path, &ro, size, &rr[k]))
+					return FH_FAIL;
+			}
+			pres = pf_median(size, pr, o->rounds);
+			rres = pf_median(size, rr, o->rounds);
+			if (use_plugin && use_raw)
+				vs = pf_median_vs(size, pr, rr, o->rounds);
 		}
 		if (r->rank != 0)
 			continue;
@@ -1201,7 +1253,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		}
 		if (use_plugin + use_raw + use_stripe > 1) {
 			pf_print_row(size, use_plugin ? &pres : NULL, use_raw ? &rres : NULL,
-				     use_stripe ? &sres : NULL);
+				     use_stripe ? &sres : NULL, vs);
 		} else {
 			const struct pf_result *res = use_plugin ? &pres : &rres;
 			printf("%14zu %10lld %12.6f %10.3f\n", size, (long long)res->iters,
@@ -1211,7 +1263,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		const struct pf_result *raw_res = use_raw ? &rres : NULL;
 		if (csv && use_plugin)
 			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres,
-				   prails.rails, pf_vs(size, &pres, raw_res));
+				   prails.rails, vs);
 		if (csv && use_raw)
 			pf_csv_row(csv, o->raw_op == PF_RAW_WRITE ? "raw-write" : "raw",
 				   pf_raw_provider(raw_path.raw),
@@ -1280,6 +1332,11 @@ static void pf_usage(FILE *f)
 		"  --latency         ping-pong instead: one message each way at a time, half\n"
 		"                    the round trip in microseconds (sizes default 8,1K,64K);\n"
 		"                    with --compare also raw libfabric and plugin-raw\n"
+		"  --rounds N        with --compare: the plugin and raw libfabric alternate N\n"
+		"                    times per size, each round a 1/N share of --duration (or\n"
+		"                    --iters messages); prints each path's median round and\n"
+		"                    the median of the rounds' own ratios, which a machine\n"
+		"                    changing speed for seconds moves far less (default 1)\n"
 		"  --iters N         messages per size (default: about --duration seconds)\n"
 		"  --duration S      seconds per size when --iters is not given (default 1)\n"
 		"  --csv FILE        also write the results as CSV (one row per size and path:\n"
@@ -1301,9 +1358,10 @@ int main(int argc, char **argv)
 	o.version = FH_VERSION_MAX;
 	o.window = 8;
 	o.duration = 1.0;
+	o.rounds = 1;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
 	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_STRIPE, O_RAW_OP,
-	       O_HELP };
+	       O_ROUNDS, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -1320,6 +1378,7 @@ int main(int argc, char **argv)
 		{"latency", no_argument, NULL, O_LATENCY},
 		{"stripe", required_argument, NULL, O_STRIPE},
 		{"raw-op", required_argument, NULL, O_RAW_OP},
+		{"rounds", required_argument, NULL, O_ROUNDS},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -1352,6 +1411,16 @@ int main(int argc, char **argv)
 		case O_RAW: raw = 1; break;
 		case O_COMPARE: compare = 1; break;
 		case O_LATENCY: o.latency = 1; break;
+		case O_ROUNDS: {
+			char *end = NULL;
+			long v = strtol(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > PF_MAX_ROUNDS) {
+				fprintf(stderr, "bad --rounds '%s': 1..%d\n", optarg, PF_MAX_ROUNDS);
+				return 2;
+			}
+			o.rounds = (int)v;
+			break;
+		}
 		case O_RAW_OP:
 			if (!strcmp(optarg, "send")) {
 				o.raw_op = PF_RAW_SEND;
@@ -1387,6 +1456,10 @@ int main(int argc, char **argv)
 	}
 	if (raw && compare) {
 		fprintf(stderr, "--raw and --compare exclude each other (--compare runs both)\n");
+		return 2;
+	}
+	if (o.rounds > 1 && (o.latency || stripe)) {
+		fprintf(stderr, "--rounds goes with bandwidth runs without --stripe\n");
 		return 2;
 	}
 	if (o.raw_op == PF_RAW_WRITE && o.latency) {
