@@ -342,20 +342,18 @@ size_t pf_raw_max_msg_size(const pf_raw_t *raw)
 	return raw->info->ep_attr->max_msg_size;
 }
 
-int pf_raw_reg(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, void **mr, void **desc)
+/* Registers [buf, buf+len) with access, a key of the tool's where the
+ * provider takes one, bound to the endpoint and enabled where it asks
+ * (FI_MR_ENDPOINT). what names the registration in the failure. */
+static int pf_raw_mr_open(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, uint64_t access,
+			  const char *what, struct fid_mr **out)
 {
-	*mr = NULL;
-	*desc = NULL;
 	uint64_t mode = raw->info->domain_attr->mr_mode;
-	if (!(mode & FI_MR_LOCAL))
-		return FH_OK;
 	struct fid_mr *m = NULL;
-	/* Send/receive only: no remote access, so the key and the address mode
-	 * (FI_MR_VIRT_ADDR) never leave this process. */
 	uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : raw->next_key++;
-	int rc = fi_mr_reg(raw->domain, buf, len, FI_SEND | FI_RECV, 0, key, 0, &m, NULL);
+	int rc = fi_mr_reg(raw->domain, buf, len, access, 0, key, 0, &m, NULL);
 	if (rc)
-		return fh_fail(r, "raw: fi_mr_reg(%zu bytes) failed: %s", len, pf_err(rc));
+		return fh_fail(r, "raw: fi_mr_reg(%zu bytes%s) failed: %s", len, what, pf_err(rc));
 	if (mode & FI_MR_ENDPOINT) {
 		rc = fi_mr_bind(m, &raw->ep->fid, 0);
 		if (!rc)
@@ -366,6 +364,21 @@ int pf_raw_reg(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, void **mr, vo
 					  "(FI_MR_ENDPOINT) failed: %s", pf_err(rc));
 		}
 	}
+	*out = m;
+	return FH_OK;
+}
+
+int pf_raw_reg(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, void **mr, void **desc)
+{
+	*mr = NULL;
+	*desc = NULL;
+	if (!(raw->info->domain_attr->mr_mode & FI_MR_LOCAL))
+		return FH_OK;
+	struct fid_mr *m = NULL;
+	/* Send/receive only: no remote access, so the key and the address mode
+	 * (FI_MR_VIRT_ADDR) never leave this process. */
+	if (pf_raw_mr_open(r, raw, buf, len, FI_SEND | FI_RECV, "", &m))
+		return FH_FAIL;
 	*mr = m;
 	*desc = fi_mr_desc(m);
 	return FH_OK;
@@ -389,22 +402,9 @@ int pf_raw_expose(fh_rank_t *r, pf_raw_t *raw, void *buf, size_t len, void **mr,
 	memset(target, 0, sizeof(*target));
 	uint64_t mode = raw->info->domain_attr->mr_mode;
 	struct fid_mr *m = NULL;
-	uint64_t key = (mode & FI_MR_PROV_KEY) ? 0 : raw->next_key++;
-	int rc = fi_mr_reg(raw->domain, buf, len, FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE, 0,
-			   key, 0, &m, NULL);
-	if (rc)
-		return fh_fail(r, "raw: fi_mr_reg(%zu bytes, remote writes) failed: %s", len,
-			       pf_err(rc));
-	if (mode & FI_MR_ENDPOINT) {
-		rc = fi_mr_bind(m, &raw->ep->fid, 0);
-		if (!rc)
-			rc = fi_mr_enable(m);
-		if (rc) {
-			fi_close(&m->fid);
-			return fh_fail(r, "raw: binding a registration to the endpoint "
-					  "(FI_MR_ENDPOINT) failed: %s", pf_err(rc));
-		}
-	}
+	if (pf_raw_mr_open(r, raw, buf, len, FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE,
+			   ", remote writes", &m))
+		return FH_FAIL;
 	*mr = m;
 	*desc = (mode & FI_MR_LOCAL) ? fi_mr_desc(m) : NULL;
 	target->key = fi_mr_key(m);
