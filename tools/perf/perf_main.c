@@ -115,6 +115,7 @@ struct pf_ctx {
 	pf_raw_target_t target;
 	unsigned char freed[PF_MAX_WINDOW];
 	unsigned char credit_due[PF_MAX_WINDOW];
+	int credits_due; /* how many credit_due are set */
 };
 
 static unsigned char *pf_slot(struct pf_ctx *c, int64_t i)
@@ -139,13 +140,42 @@ static int pf_check_slot(struct pf_ctx *c, int64_t i, const char *which)
 		       which, (long long)i, c->size);
 }
 
+/* The transfer loops' pace, after each step: a stage line once 2 s pass
+ * without progress, and a yield now and then (spin on the fast path, but let
+ * the peer's process run). what names the loop ("sending", "raw: writing",
+ * ...). */
+struct pf_pace {
+	unsigned idle;
+	double last;
+};
+
+static void pf_pace_start(struct pf_pace *p)
+{
+	p->idle = 0;
+	p->last = fh_now();
+}
+
+static void pf_pace_step(struct pf_ctx *c, struct pf_pace *p, int progress, const char *what,
+			 int64_t done, int64_t n)
+{
+	if (progress) {
+		pf_pace_start(p);
+		return;
+	}
+	if (fh_now() - p->last > 2.0)
+		fh_stage(c->r, "%s %zu bytes: %lld/%lld done, no progress for 2s", what, c->size,
+			 (long long)done, (long long)n);
+	if (++p->idle > 100000)
+		fh_relax(&p->idle);
+}
+
 /* Move n messages with c->window in flight. Receivers verify message 0 on
  * completion and leave the last one for the caller. */
 static int pf_run_plugin(struct pf_ctx *c, int is_send, int64_t n)
 {
 	int64_t posted = 0, done = 0;
-	unsigned idle = 0;
-	double last = fh_now();
+	struct pf_pace pace;
+	pf_pace_start(&pace);
 	while (done < n) {
 		int progress = 0;
 		while (posted < n && posted - done < c->window) {
@@ -191,17 +221,7 @@ static int pf_run_plugin(struct pf_ctx *c, int is_send, int64_t n)
 				progress = 1;
 			}
 		}
-		if (progress) {
-			idle = 0;
-			last = fh_now();
-		} else {
-			if (fh_now() - last > 2.0)
-				fh_stage(c->r, "%s %zu bytes: %lld/%lld done, no progress for 2s",
-					 is_send ? "sending" : "receiving", c->size, (long long)done,
-					 (long long)n);
-			if (++idle > 100000) /* keep the fast path spinning, but yield sometimes */
-				fh_relax(&idle);
-		}
+		pf_pace_step(c, &pace, progress, is_send ? "sending" : "receiving", done, n);
 	}
 	return FH_OK;
 }
@@ -218,8 +238,8 @@ static uint64_t pf_raw_tag(int64_t i)
 static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
 {
 	int64_t posted = 0, done = 0;
-	unsigned idle = 0;
-	double last = fh_now();
+	struct pf_pace pace;
+	pf_pace_start(&pace);
 	memset(c->busy, 0, sizeof(c->busy));
 	while (done < n) {
 		int progress = 0;
@@ -271,17 +291,8 @@ static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
 			done++;
 			progress = 1;
 		}
-		if (progress) {
-			idle = 0;
-			last = fh_now();
-		} else {
-			if (fh_now() - last > 2.0)
-				fh_stage(c->r, "raw: %s %zu bytes: %lld/%lld done, no progress for 2s",
-					 is_send ? "sending" : "receiving", c->size, (long long)done,
-					 (long long)n);
-			if (++idle > 100000) /* as the plugin path: spin, yield sometimes */
-				fh_relax(&idle);
-		}
+		pf_pace_step(c, &pace, progress, is_send ? "raw: sending" : "raw: receiving", done,
+			     n);
 	}
 	return FH_OK;
 }
@@ -313,10 +324,11 @@ static void pf_prepare(struct pf_ctx *c, int is_send, int64_t n)
 static int pf_run_raw_write(struct pf_ctx *c, int is_send, int64_t n)
 {
 	int64_t posted = 0, done = 0;
-	unsigned idle = 0;
-	double last = fh_now();
+	struct pf_pace pace;
+	pf_pace_start(&pace);
 	memset(c->busy, 0, sizeof(c->busy));
 	memset(c->credit_due, 0, sizeof(c->credit_due));
+	c->credits_due = 0;
 	memset(c->freed, 1, sizeof(c->freed));
 	if (!is_send)
 		for (int64_t m = 0; m < n && m < c->window; m++)
@@ -339,14 +351,16 @@ static int pf_run_raw_write(struct pf_ctx *c, int is_send, int64_t n)
 			posted++;
 			progress = 1;
 		}
-		for (int s = 0; !is_send && s < c->window; s++) {
+		for (int s = 0; c->credits_due && s < c->window; s++) {
 			if (!c->credit_due[s])
 				continue;
 			int rc = pf_raw_credit(c->r, c->raw, s);
 			if (rc < 0)
 				return FH_FAIL;
-			if (rc == 0)
+			if (rc == 0) {
 				c->credit_due[s] = 0;
+				c->credits_due--;
+			}
 		}
 		pf_raw_done_t d[16];
 		int got = pf_raw_poll(c->r, c->raw, d, 16);
@@ -372,6 +386,7 @@ static int pf_run_raw_write(struct pf_ctx *c, int is_send, int64_t n)
 				done++;
 				if (msg + c->window < n) {
 					pf_raw_announce(c, slot, msg + c->window, n);
+					c->credits_due += !c->credit_due[slot];
 					c->credit_due[slot] = 1;
 				}
 			} else {
@@ -381,17 +396,8 @@ static int pf_run_raw_write(struct pf_ctx *c, int is_send, int64_t n)
 			}
 			progress = 1;
 		}
-		if (progress) {
-			idle = 0;
-			last = fh_now();
-		} else {
-			if (fh_now() - last > 2.0)
-				fh_stage(c->r, "raw: %s %zu bytes: %lld/%lld done, no progress for 2s",
-					 is_send ? "writing" : "awaiting writes of", c->size,
-					 (long long)done, (long long)n);
-			if (++idle > 100000)
-				fh_relax(&idle);
-		}
+		pf_pace_step(c, &pace, progress, is_send ? "raw: writing" : "raw: awaiting writes of",
+			     done, n);
 	}
 	return FH_OK;
 }

@@ -60,6 +60,7 @@ struct pf_raw {
 	} credit; /* one registration */
 	unsigned char cout_busy[PF_RAW_MAX_OPS];
 	unsigned char cin_due[PF_RAW_MAX_OPS]; /* a receive to post again (it met -FI_EAGAIN) */
+	int cin_ndue;                          /* how many of them */
 	struct fid_mr *ctl_mr;
 	void *ctl_desc;
 	struct fi_context2 cctx[PF_RAW_MAX_OPS]; /* credit receives or FI_RX_CQ_DATA receives */
@@ -188,9 +189,11 @@ static int pf_raw_post_ctl(fh_rank_t *r, pf_raw_t *raw, int k)
 	ssize_t rc = fi_recv(raw->ep, &raw->credit.in[k], sizeof(raw->credit.in[k]),
 			     raw->ctl_desc, FI_ADDR_UNSPEC, &raw->cctx[k]);
 	if (rc == -FI_EAGAIN) {
+		raw->cin_ndue += !raw->cin_due[k];
 		raw->cin_due[k] = 1;
 		return 1;
 	}
+	raw->cin_ndue -= raw->cin_due[k];
 	raw->cin_due[k] = 0;
 	if (rc) {
 		fh_fail(r, "raw: fi_recv (%s %d) failed: %s",
@@ -490,7 +493,7 @@ int pf_raw_poll(fh_rank_t *r, pf_raw_t *raw, pf_raw_done_t *done, int max)
 		max = PF_RAW_CQ_BATCH;
 	if (max < 1)
 		return 0;
-	if (raw->op == PF_RAW_WRITE)
+	if (raw->cin_ndue)
 		for (int k = 0; k < raw->window; k++)
 			if (raw->cin_due[k] && pf_raw_post_ctl(r, raw, k) < 0)
 				return -1;
