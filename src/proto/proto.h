@@ -121,6 +121,13 @@ struct proto_device {
 	const struct policy_device_why *why; /* the plan's reasons (the report's), for the log */
 	pthread_mutex_t open_lock;
 	struct ofi_domain *dom;       /* NULL until first use */
+	/* Send comms with pieces of a striped write the provider refused for a
+	 * moment (-FI_EAGAIN): any test() of the device posts them (proto_sends_due),
+	 * not only their own request's, since a caller may wait on a receive whose
+	 * sender waits for our piece. */
+	pthread_mutex_t due_lock;
+	struct dlist due_sends;       /* proto_send.due_link */
+	atomic_int ndue;              /* comms on it */
 	char open_error[POLICY_REASON_LEN];
 };
 
@@ -289,6 +296,12 @@ struct proto_send {
 	 * once those in flight have completed the sender says how many pieces it
 	 * wrote in all (PROTO_STOPPED), as its own close does; the receiver's
 	 * close waits until that many have landed (proto_recv.pieces_in). */
+	/* Serialises the comm's requests between its own isend/test and another
+	 * thread's proto_sends_due, which only tries it: a request whose last
+	 * piece goes out is not reported done, and reused, under its poster. */
+	pthread_mutex_t post_lock;
+	struct dlist due_link;     /* in dev->due_sends (under its due_lock) */
+	bool due;
 	atomic_uint writing;       /* pieces posted, not completed */
 	atomic_uint written;       /* pieces completed without error */
 	struct ofi_op *piece_ops;  /* (nrails - 1) per request where writes are striped */
@@ -533,6 +546,11 @@ static inline void proto_req_fail(struct proto_req *r, int rc)
 void proto_rma_landed(struct ofi_ep *ep, void *arg, uint64_t imm, size_t len);
 /* Answers the receiver's revocation (PROTO_STOPPED) when no write is in flight. */
 void proto_send_stop(struct proto_send *s);
+/* Posts what the provider refused for a moment of the device's striped writes
+ * (dev->due_sends); skips a comm another thread is posting on. */
+void proto_sends_due(struct proto_device *dev);
+/* Takes the send comm off its device's due list (close). */
+void proto_send_undue(struct proto_send *s);
 /* Ends a receive's hold on its comm's other rails (test() when it is done;
  * close for the ones NCCL never saw done). */
 void proto_recv_release_rails(struct proto_recv_req *q);

@@ -285,8 +285,11 @@ void proto_comm_retire(struct proto_comm *c)
 	if (!c)
 		return;
 	struct ofi_ep *ep = c->ep;
-	if (c->kind == PROTO_SEND)
-		send_wait_taken(container_of(c, struct proto_send, c));
+	if (c->kind == PROTO_SEND) {
+		struct proto_send *s = container_of(c, struct proto_send, c);
+		proto_send_undue(s); /* pieces not posted by now never are */
+		send_wait_taken(s);
+	}
 	if (c->kind == PROTO_RECV) {
 		/* tell the sender how many messages we took: its close then waits
 		 * for no more (a goodbye the provider cannot send is no loss) */

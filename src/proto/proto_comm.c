@@ -46,6 +46,7 @@ static void send_fini(struct proto_comm *c)
 	struct proto_send *s = container_of(c, struct proto_send, c);
 	proto_seq_free(&s->seq);
 	pthread_mutex_destroy(&s->cts_lock);
+	pthread_mutex_destroy(&s->post_lock);
 	free(s->piece_ops);
 }
 
@@ -242,6 +243,9 @@ void proto_device_init(struct proto_device *dev, int index, const struct policy_
 	proto_tag_layout_init(&dev->layout, plan->tag_bits);
 	dev->prov_hash = proto_prov_hash(provider, info->addr_format, dev->layout.bits);
 	pthread_mutex_init(&dev->open_lock, NULL);
+	pthread_mutex_init(&dev->due_lock, NULL);
+	dlist_init(&dev->due_sends);
+	atomic_init(&dev->ndue, 0);
 }
 
 /* Opens the device's domain on first use and starts what every endpoint

@@ -437,7 +437,10 @@ static int send_create(struct proto_device *dev, const struct proto_handle *h,
 		LOG_WARN(NCCL_NET, "connect: out of memory");
 		return -FI_ENOMEM;
 	}
-	pthread_mutex_init(&s->cts_lock, NULL); /* before comm_init: its failure path destroys it */
+	/* before comm_init: its failure path destroys them */
+	pthread_mutex_init(&s->cts_lock, NULL);
+	pthread_mutex_init(&s->post_lock, NULL);
+	dlist_init(&s->due_link);
 	rc = proto_comm_init(&s->c, PROTO_SEND, dev, dom, sizeof(*s), dom->nep);
 	if (rc) {
 		proto_comm_free(&s->c);

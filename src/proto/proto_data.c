@@ -157,6 +157,69 @@ static void send_pieces_end(struct proto_send *s, struct proto_send_req *q, int 
 	q->cursor = q->pieces;
 }
 
+/* Posts more of a write whose pieces the provider refused for a moment;
+ * under s->post_lock. Returns whether some are still to be posted. */
+static bool send_pieces_more(struct proto_send *s, struct proto_send_req *q)
+{
+	ssize_t rc = send_post_pieces(s, q);
+	if (rc && rc != -FI_EAGAIN)
+		send_pieces_end(s, q, (int)rc);
+	return q->cursor < q->pieces;
+}
+
+/* Puts the send comm on its device's due list (under s->post_lock: the order
+ * is post_lock, then due_lock, which proto_sends_due holds while it only
+ * tries post_locks). */
+static void send_mark_due(struct proto_send *s)
+{
+	struct proto_device *dev = s->c.dev;
+	pthread_mutex_lock(&dev->due_lock);
+	if (!s->due) {
+		s->due = true;
+		dlist_insert_tail(&dev->due_sends, &s->due_link);
+		atomic_fetch_add(&dev->ndue, 1);
+	}
+	pthread_mutex_unlock(&dev->due_lock);
+}
+
+void proto_send_undue(struct proto_send *s)
+{
+	struct proto_device *dev = s->c.dev;
+	pthread_mutex_lock(&dev->due_lock);
+	if (s->due) {
+		s->due = false;
+		dlist_remove(&s->due_link);
+		atomic_fetch_sub(&dev->ndue, 1);
+	}
+	pthread_mutex_unlock(&dev->due_lock);
+}
+
+void proto_sends_due(struct proto_device *dev)
+{
+	if (pthread_mutex_trylock(&dev->due_lock))
+		return; /* another test() is at it */
+	struct dlist *it = dev->due_sends.next, *next;
+	for (; it != &dev->due_sends; it = next) {
+		next = it->next;
+		struct proto_send *s = container_of(it, struct proto_send, due_link);
+		if (pthread_mutex_trylock(&s->post_lock))
+			continue; /* its own isend or test() is posting */
+		bool more = false;
+		for (int i = 0; i < PROTO_SEND_REQS; i++) {
+			struct proto_send_req *q = &s->reqs[i];
+			if (q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces)
+				more |= send_pieces_more(s, q);
+		}
+		if (!more) {
+			s->due = false;
+			dlist_remove(&s->due_link);
+			atomic_fetch_sub(&dev->ndue, 1);
+		}
+		pthread_mutex_unlock(&s->post_lock);
+	}
+	pthread_mutex_unlock(&dev->due_lock);
+}
+
 /* Posts the send's operations. Returns 0 (posted: all, or the first pieces of
  * a write), -FI_EAGAIN (nothing posted) or an error (nothing posted). */
 static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
@@ -173,10 +236,12 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		ssize_t rc = send_post_pieces(s, q);
 		if (rc && (q->cursor > 0 || rc == -FI_ECONNRESET)) {
 			/* some pieces are on their way (or none will be: the
-			 * receiver closed): the request stands; test() posts the
-			 * rest, or reports the failure */
+			 * receiver closed): the request stands; any test() of the
+			 * device posts the rest, or this one reports the failure */
 			if (rc != -FI_EAGAIN)
 				send_pieces_end(s, q, (int)rc);
+			else
+				send_mark_due(s);
 			return 0;
 		}
 		return rc;
@@ -282,6 +347,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		}
 	}
 	int rail = proto_msg_rail(c, seq);
+	pthread_mutex_lock(&s->post_lock);
 	struct proto_req *r = proto_req_get(c);
 	struct proto_send_req *q = r ? container_of(r, struct proto_send_req, h) : NULL;
 	ssize_t rc = -FI_EAGAIN;
@@ -321,10 +387,11 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		rc = send_post(s, q, rail, data, mr,
 			       proto_tag_data(lay, s->remote_id, seq, tag), &cts);
 	}
+	if (rc && q)
+		proto_req_put(r);
+	pthread_mutex_unlock(&s->post_lock);
 	if (rc) {
 		/* Nothing went out: undo, as if isend had not been called. */
-		if (q)
-			proto_req_put(r);
 		pthread_mutex_lock(&s->cts_lock);
 		proto_seq_get(&s->seq, folded)->seq--;
 		if (have)
@@ -757,6 +824,8 @@ int net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
 
 static int flush_post(struct proto_recv_req *q);
 
+static int test_req(struct proto_req *r, int *done, int *sizes);
+
 int net_test(void *request, int *done, int *sizes)
 {
 	struct proto_req *r = request;
@@ -765,6 +834,21 @@ int net_test(void *request, int *done, int *sizes)
 		LOG_WARN(NCCL_NET, "test: %p is not a pending request", request);
 		return -FI_EINVAL;
 	}
+	struct proto_device *dev = r->comm->dev;
+	if (atomic_load_explicit(&dev->ndue, memory_order_relaxed))
+		proto_sends_due(dev);
+	if (r->kind != PROTO_REQ_SEND)
+		return test_req(r, done, sizes);
+	struct proto_send *s = container_of(r->comm, struct proto_send, c);
+	pthread_mutex_lock(&s->post_lock);
+	int rc = test_req(r, done, sizes);
+	pthread_mutex_unlock(&s->post_lock);
+	return rc;
+}
+
+/* One request's test(); a send's under its comm's post_lock. */
+static int test_req(struct proto_req *r, int *done, int *sizes)
+{
 	if (r->kind == PROTO_REQ_FLUSH && r->nposted == 0) {
 		int rc = flush_post(container_of(r, struct proto_recv_req, h));
 		if (rc && rc != -FI_EAGAIN) {
@@ -800,12 +884,9 @@ int net_test(void *request, int *done, int *sizes)
 	if (r->kind == PROTO_REQ_SEND) {
 		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
 		rails |= q->pieces > 1 ? all : 1u << q->rail;
-		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces) {
-			struct proto_send *s = container_of(r->comm, struct proto_send, c);
-			ssize_t rc = send_post_pieces(s, q);
-			if (rc && rc != -FI_EAGAIN)
-				send_pieces_end(s, q, (int)rc);
-		}
+		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces &&
+		    send_pieces_more(container_of(r->comm, struct proto_send, c), q))
+			send_mark_due(container_of(r->comm, struct proto_send, c));
 	} else if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 		if (q->rails_held) /* (the rest are its own: all rails either way) */

@@ -217,6 +217,10 @@ struct th_domain {
 	uint64_t rng_seed;
 	atomic_ulong rng_ctr;
 	int rx_cq_data;
+	/* TESTHMEM_BUSY_WRITES=N: every Nth RMA write that passes the rules is
+	 * refused with -FI_EAGAIN, posting nothing (0: never) */
+	unsigned busy_writes;
+	atomic_ulong writes_seen;
 	/* the base's own entry has FI_RX_CQ_DATA: its remote writes' contexts
 	 * are receives the caller posted, passed on as they are */
 	int base_rx_cq_data;

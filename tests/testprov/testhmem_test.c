@@ -2484,6 +2484,92 @@ static int test_stale(void)
 	return 0;
 }
 
+/* TESTHMEM_BUSY_WRITES=3: every third write that passes the rules is refused
+ * with -FI_EAGAIN, posts nothing and completes nothing; reads do not count;
+ * the refused write posted again goes. */
+static int test_busy(void)
+{
+	enum { N = 3, WRITES = 6, CHUNK = 4096, LEN = WRITES * CHUNK };
+	struct fi_context2 ctx[WRITES + 2];
+	char *a_buf, *b_buf, *back;
+	int k;
+
+	if (!base_available()) {
+		printf("SKIP: base provider \"%s\" offers nothing here\n", base_name());
+		return SKIP;
+	}
+	setenv("TESTHMEM_BUSY_WRITES", "3", 1);
+	open_fabric(FI_MSG | FI_RMA);
+	open_side(&A, FI_CQ_FORMAT_DATA);
+	open_side(&B, FI_CQ_FORMAT_DATA);
+	connect_sides();
+	if (posix_memalign((void **)&a_buf, 4096, LEN) || posix_memalign((void **)&b_buf, 4096, LEN) ||
+	    posix_memalign((void **)&back, 4096, CHUNK))
+		exit(1);
+	struct fid_mr *am = profile_reg(&A, a_buf, LEN, FI_SEND | FI_WRITE | FI_READ, 21);
+	struct fid_mr *km = profile_reg(&A, back, CHUNK, FI_READ, 23);
+	struct fid_mr *bm = profile_reg(&B, b_buf, LEN, FI_RECV | FI_REMOTE_WRITE | FI_REMOTE_READ, 22);
+	uint64_t bkey = fi_mr_key(bm);
+
+	/* a message first: the base connects (rxm refuses with -FI_EAGAIN
+	 * until then), so the writes below meet only the rule */
+	POST(fi_recv(B.ep, b_buf, 64, fi_mr_desc(bm), B.peer, &ctx[WRITES + 1]));
+	POST(fi_send(A.ep, a_buf, 64, fi_mr_desc(am), A.peer, &ctx[WRITES]));
+	wait_comp(&B, &ctx[WRITES + 1]);
+	wait_comp(&A, &ctx[WRITES]);
+	memset(b_buf, 0, LEN);
+	for (k = 0; k < WRITES; k++)
+		fill(a_buf + k * CHUNK, CHUNK, 40 + k, 0);
+	for (k = 0; k < WRITES; k++) {
+		ssize_t r = fi_write(A.ep, a_buf + k * CHUNK, CHUNK, fi_mr_desc(am), A.peer,
+				     rma_addr(b_buf + k * CHUNK, k * CHUNK), bkey, &ctx[k]);
+
+		if (k % N == N - 1) {
+			CHECK_RET(r, -FI_EAGAIN);
+			continue;
+		}
+		CHECK_RET(r, 0);
+		if (!r)
+			wait_comp(&A, &ctx[k]);
+		if (k == 0) { /* a read between: not counted */
+			POST(fi_read(A.ep, back, CHUNK, fi_mr_desc(km), A.peer, rma_addr(b_buf, 0),
+				     bkey, &ctx[WRITES]));
+			wait_comp(&A, &ctx[WRITES]);
+			verify(back, CHUNK, 40, 0, 0, "read between writes");
+		}
+	}
+	settle();
+	CHECK(pend_a.n == 0); /* no completion for a refused write */
+	for (k = 0; k < WRITES; k++) {
+		if (k % N != N - 1) {
+			verify(b_buf + k * CHUNK, CHUNK, 40 + k, 0, 0, "write");
+			continue;
+		}
+		size_t nonzero = 0;
+		for (int i = 0; i < CHUNK; i++)
+			nonzero += b_buf[k * CHUNK + i] != 0;
+		CHECK(nonzero == 0); /* a refused write lands nowhere */
+		/* posted again (the next in the count: it goes) */
+		CHECK_RET(fi_write(A.ep, a_buf + k * CHUNK, CHUNK, fi_mr_desc(am), A.peer,
+				   rma_addr(b_buf + k * CHUNK, k * CHUNK), bkey, &ctx[k]),
+			  0);
+		wait_comp(&A, &ctx[k]);
+		verify(b_buf + k * CHUNK, CHUNK, 40 + k, 0, 0, "write posted again");
+	}
+	printf("busy writes: every %dth of %d refused with -FI_EAGAIN, posted again\n", N, WRITES);
+	MUST(fi_close(&am->fid));
+	MUST(fi_close(&km->fid));
+	MUST(fi_close(&bm->fid));
+	close_side(&B);
+	close_side(&A);
+	close_fabric();
+	free(a_buf);
+	free(b_buf);
+	free(back);
+	unsetenv("TESTHMEM_BUSY_WRITES");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
@@ -2510,8 +2596,11 @@ int main(int argc, char **argv)
 		ret = test_profile();
 	else if (!strcmp(what, "stale"))
 		ret = test_stale();
+	else if (!strcmp(what, "busy"))
+		ret = test_busy();
 	else {
-		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr|profile|stale\n", argv[0]);
+		fprintf(stderr, "usage: %s getinfo|setopt|xfer|multidev|copyerr|profile|stale|busy\n",
+			argv[0]);
 		return 2;
 	}
 	if (ret == SKIP)

@@ -1106,6 +1106,12 @@ static ssize_t th_rma_unlocked(struct th_ep *ep, const struct th_rma *r)
 		}
 		total += r->iov[i].iov_len;
 	}
+	/* TESTHMEM_BUSY_WRITES: a transmit queue full for a moment, as a NIC's
+	 * is under load; the consumer posts the write again later */
+	if (!r->is_read && !r->inject && dom->busy_writes &&
+	    !(r->call == TH_CALL_MSG && (r->flags & FI_INJECT)) &&
+	    atomic_fetch_add(&dom->writes_seen, 1) % dom->busy_writes == dom->busy_writes - 1)
+		return -FI_EAGAIN;
 
 	struct th_rma own;
 	if (!dom->rma && dom->cq_data_mask != ~0ULL &&

@@ -87,6 +87,8 @@ void th_rules_domain_init(struct th_domain *dom, const struct fi_info *info)
 	const char *seed = getenv("TESTHMEM_REORDER_SEED");
 
 	pthread_mutex_init(&dom->eps_lock, NULL);
+	const char *busy = getenv("TESTHMEM_BUSY_WRITES");
+	dom->busy_writes = busy && *busy ? (unsigned)strtoul(busy, NULL, 0) : 0;
 	if (!p)
 		return;
 	if (!env_off("TESTHMEM_QUEUE_LIMIT")) {
@@ -108,8 +110,10 @@ void th_rules_domain_init(struct th_domain *dom, const struct fi_info *info)
 	dom->rng_seed = seed && *seed ? strtoull(seed, NULL, 0) : 0x7468726f72646572ULL + dom->id;
 	dom->rx_cq_data = (info->mode & FI_RX_CQ_DATA) && th_profile_rx_cq_data(p) &&
 			  dom->mode == TH_MODE_HOST;
-	th_log("domain rules tx_depth=%zu rx_depth=%zu reorder=%d rx_cq_data=%d dom=%u",
-	       dom->tx_depth, dom->rx_depth, dom->reorder, dom->rx_cq_data, dom->id);
+	th_log("domain rules tx_depth=%zu rx_depth=%zu reorder=%d rx_cq_data=%d busy_writes=%u "
+	       "dom=%u",
+	       dom->tx_depth, dom->rx_depth, dom->reorder, dom->rx_cq_data, dom->busy_writes,
+	       dom->id);
 }
 
 void th_rules_domain_fini(struct th_domain *dom)
