@@ -19,7 +19,8 @@
 #                       one process per GPU; checks data and NCCL's log; then
 #                       gpu-buffers' multi runs (GPU buffers, RMA writes on
 #                       and off)
-#   torch               torch_check.py (PyTorch NCCL backend) through the plugin
+#   torch               torch_check.py (PyTorch NCCL backend) through the plugin;
+#                       with NCCL_HOME set, that NCCL is preloaded in place of the wheel's
 #   bench-fabric-tcp    full sweep to 1 GiB: plugin over tcp;ofi_rxm
 #   bench-fabric-tcp-rails  same with NCCL_FABRIC_RAILS=4 (FABRIC_RAILS) and
 #                       NCCL_FABRIC_PROGRESS_THREADS=1: four streams, four threads
@@ -1051,6 +1052,9 @@ stage_torch() {
 		# GPUDirect NIC makes no CUDA call, so eager loading keeps the emulation
 		# faithful (CUDA_MODULE_LOADING=LAZY reproduces the hang).
 		[[ $path == fabric-gpu ]] && ENV_RUN+=("CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-EAGER}")
+		# PyTorch finds the wheel's libnccl through its own search path: another
+		# NCCL (NCCL_HOME) only takes its place when loaded first
+		[[ -n ${NCCL_ASKED:-} ]] && ENV_RUN+=("LD_PRELOAD=$NCCL_USED/lib/libnccl.so.2")
 		unset_args
 		printf '%s\n' "${ENV_RUN[@]}" >"$base.env"
 		t0=$SECONDS

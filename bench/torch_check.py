@@ -225,6 +225,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def runtime_nccl_version():
+    """The NCCL this process runs: torch.cuda.nccl.version() gives the header torch was
+    built with, not a library loaded in its place (LD_PRELOAD)."""
+    import ctypes
+    try:
+        import torch.distributed  # noqa: F401  (loads torch's libnccl when not preloaded)
+        lib = ctypes.CDLL("libnccl.so.2", mode=ctypes.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
+        code = ctypes.c_int(0)
+        if lib.ncclGetVersion(ctypes.byref(code)) != 0:
+            return "unknown"
+        v = code.value
+        return f"{v // 10000}.{v % 10000 // 100}.{v % 100}" if v >= 10000 else \
+            f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+    except (OSError, AttributeError):
+        return "unknown"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--nprocs", type=int, default=0, help="processes (one per GPU; default: all GPUs)")
@@ -260,7 +277,8 @@ def main(argv=None):
               "run anyway)", file=sys.stderr)
         return 2
 
-    nccl_ver = ".".join(str(x) for x in torch.cuda.nccl.version())
+    nccl_ver = runtime_nccl_version() + " (torch built with " + \
+        ".".join(str(x) for x in torch.cuda.nccl.version()) + ")"
     env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
                    if k.startswith(("NCCL_NET", "NCCL_FABRIC", "NCCL_P2P", "NCCL_SHM", "FI_PROVIDER")))
     print(f"# torch_check: torch {torch.__version__}, NCCL {nccl_ver}, {world} processes, "
