@@ -204,8 +204,10 @@ void proto_sends_due(struct proto_device *dev)
 		struct proto_send *s = container_of(it, struct proto_send, due_link);
 		if (pthread_mutex_trylock(&s->post_lock))
 			continue; /* its own isend or test() is posting */
+		/* a comm whose peer is gone writes no more: its requests report
+		 * that (proto_comm_alive) */
 		bool more = false;
-		for (int i = 0; i < PROTO_SEND_REQS; i++) {
+		for (int i = 0; i < PROTO_SEND_REQS && !atomic_load(&s->c.dead); i++) {
 			struct proto_send_req *q = &s->reqs[i];
 			if (q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces)
 				more |= send_pieces_more(s, q);
