@@ -302,6 +302,7 @@ struct proto_send {
 	pthread_mutex_t post_lock;
 	struct dlist due_link;     /* in dev->due_sends (under its due_lock) */
 	bool due;
+	atomic_bool due_asked;     /* pieces left under post_lock: listed once it is released */
 	atomic_uint writing;       /* pieces posted, not completed */
 	atomic_uint written;       /* pieces completed without error */
 	struct ofi_op *piece_ops;  /* (nrails - 1) per request where writes are striped */
@@ -551,6 +552,8 @@ void proto_send_stop(struct proto_send *s);
 void proto_sends_due(struct proto_device *dev);
 /* Takes the send comm off its device's due list (close). */
 void proto_send_undue(struct proto_send *s);
+/* The devices of the table core handed over (proto_devices_set); their count. */
+int proto_devices(struct proto_device **devs);
 /* Ends a receive's hold on its comm's other rails (test() when it is done;
  * close for the ones NCCL never saw done). */
 void proto_recv_release_rails(struct proto_recv_req *q);

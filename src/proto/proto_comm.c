@@ -356,6 +356,12 @@ void proto_devices_set(struct proto_device *devs, int ndevs)
 	__atomic_store_n(&devices, devs, __ATOMIC_RELEASE);
 }
 
+int proto_devices(struct proto_device **devs)
+{
+	*devs = __atomic_load_n(&devices, __ATOMIC_ACQUIRE);
+	return *devs ? __atomic_load_n(&ndevices, __ATOMIC_ACQUIRE) : 0;
+}
+
 struct proto_device *proto_device_of(int dev, const char *what)
 {
 	struct proto_device *devs = __atomic_load_n(&devices, __ATOMIC_ACQUIRE);

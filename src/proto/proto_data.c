@@ -143,7 +143,12 @@ static ssize_t send_post_pieces(struct proto_send *s, struct proto_send_req *q)
  * is (its provider throws it away), and the request completes. */
 static void send_pieces_end(struct proto_send *s, struct proto_send_req *q, int rc)
 {
-	if (rc == -FI_ECONNRESET) {
+	if (rc == -FI_ECANCELED) {
+		LOG_INFO(NCCL_NET, "isend to %s: its buffer was deregistered with %d of %d piece(s) "
+			 "of a %zu-byte message not yet written; they never will be", s->peer_text,
+			 q->pieces - q->cursor, q->pieces, q->size);
+		proto_req_fail(&q->h, rc);
+	} else if (rc == -FI_ECONNRESET) {
 		LOG_INFO(NCCL_NET, "isend to %s: the receiver closed its connection; %d of %d "
 			 "piece(s) of a %zu-byte message are not written (dropped)", s->peer_text,
 			 q->pieces - q->cursor, q->pieces, q->size);
@@ -167,11 +172,19 @@ static bool send_pieces_more(struct proto_send *s, struct proto_send_req *q)
 	return q->cursor < q->pieces;
 }
 
-/* Puts the send comm on its device's due list (under s->post_lock: the order
- * is post_lock, then due_lock, which proto_sends_due holds while it only
- * tries post_locks). */
-static void send_mark_due(struct proto_send *s)
+/* Lock order: a device's due_lock, then a comm's post_lock. Under post_lock
+ * a poster that leaves pieces only asks (due_asked); the comm is listed once
+ * post_lock is released (send_list_due). */
+static void send_ask_due(struct proto_send *s)
 {
+	atomic_store(&s->due_asked, true);
+}
+
+static void send_list_due(struct proto_send *s)
+{
+	if (!atomic_load_explicit(&s->due_asked, memory_order_relaxed) ||
+	    !atomic_exchange(&s->due_asked, false))
+		return;
 	struct proto_device *dev = s->c.dev;
 	pthread_mutex_lock(&dev->due_lock);
 	if (!s->due) {
@@ -222,6 +235,37 @@ void proto_sends_due(struct proto_device *dev)
 	pthread_mutex_unlock(&dev->due_lock);
 }
 
+/* deregMr on a send comm: the pieces of its writes from that registration
+ * that are not posted yet never will be (NCCL deregisters, then closes, with
+ * sends in flight). The comm is only compared with the listed ones, never
+ * read: a closed comm is on no list. Waits for the comm's poster. */
+static void sends_drop_mr(const void *comm, struct ofi_mr *mr)
+{
+	struct proto_device *devs;
+	int n = proto_devices(&devs);
+	for (int d = 0; d < n; d++) {
+		struct proto_device *dev = &devs[d];
+		if (dev->dom != mr->dom || !atomic_load(&dev->ndue))
+			continue;
+		pthread_mutex_lock(&dev->due_lock);
+		struct dlist *it;
+		for (it = dev->due_sends.next; it != &dev->due_sends; it = it->next) {
+			struct proto_send *s = container_of(it, struct proto_send, due_link);
+			if ((const void *)&s->c != comm)
+				continue;
+			pthread_mutex_lock(&s->post_lock);
+			for (int i = 0; i < PROTO_SEND_REQS; i++) {
+				struct proto_send_req *q = &s->reqs[i];
+				if (q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces &&
+				    q->mr == mr)
+					send_pieces_end(s, q, -FI_ECANCELED);
+			}
+			pthread_mutex_unlock(&s->post_lock);
+		}
+		pthread_mutex_unlock(&dev->due_lock);
+	}
+}
+
 /* Posts the send's operations. Returns 0 (posted: all, or the first pieces of
  * a write), -FI_EAGAIN (nothing posted) or an error (nothing posted). */
 static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rail,
@@ -243,7 +287,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 			if (rc != -FI_EAGAIN)
 				send_pieces_end(s, q, (int)rc);
 			else
-				send_mark_due(s);
+				send_ask_due(s);
 			return 0;
 		}
 		return rc;
@@ -392,6 +436,7 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	if (rc && q)
 		proto_req_put(r);
 	pthread_mutex_unlock(&s->post_lock);
+	send_list_due(s);
 	if (rc) {
 		/* Nothing went out: undo, as if isend had not been called. */
 		pthread_mutex_lock(&s->cts_lock);
@@ -845,6 +890,7 @@ int net_test(void *request, int *done, int *sizes)
 	pthread_mutex_lock(&s->post_lock);
 	int rc = test_req(r, done, sizes);
 	pthread_mutex_unlock(&s->post_lock);
+	send_list_due(s);
 	return rc;
 }
 
@@ -888,7 +934,7 @@ static int test_req(struct proto_req *r, int *done, int *sizes)
 		rails |= q->pieces > 1 ? all : 1u << q->rail;
 		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces &&
 		    send_pieces_more(container_of(r->comm, struct proto_send, c), q))
-			send_mark_due(container_of(r->comm, struct proto_send, c));
+			send_ask_due(container_of(r->comm, struct proto_send, c));
 	} else if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
 		if (q->rails_held) /* (the rest are its own: all rails either way) */
@@ -1130,6 +1176,7 @@ int net_dereg_mr(void *comm, void *mhandle)
 {
 	if (!mhandle)
 		return 0;
+	sends_drop_mr(comm, mhandle);
 	ofi_mr_put(mhandle);
 	return 0;
 }
