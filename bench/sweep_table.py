@@ -125,6 +125,9 @@ def knob_ratios(times, start):
 
 
 def main(argv):
+    if len(argv) > 1 and argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     if len(argv) > 1 and argv[1] == "--knobs":
         args, start = argv[2:], 32 << 20
         if len(args) > 1 and args[0] == "--from":
