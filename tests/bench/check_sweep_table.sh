@@ -20,6 +20,10 @@ expect "--knobs --from 8M" "$out" "every size / from 8M"
 out=$(python3 "$t" --summary "$repo/bench/results/sweep-2026-12-04-final.csv") || fail=1
 expect "--summary" "$out" "| netns, 8 | all_gather |"
 expect "--summary geomean" "$out" "| 1.64 |"
+out=$(python3 "$t" --summary "$repo/bench/results/sweep-2026-12-07-nccl230.csv") || fail=1
+expect "--summary (NCCL 2.30.7)" "$out" "| netns, 8 | all_reduce | 0.06 (8K) | 0.41 | 1.82 (32M) | again (8) |"
+out=$(python3 "$t" --help) || fail=1
+expect "--help" "$out" "sweep_table.py --summary bench.csv"
 out=$(python3 "$t" --knobs --from 1X /dev/null 2>&1) && { echo "FAIL: a bad size was accepted"; fail=1; }
 ((fail)) || echo "PASS: sweep_table.py"
 exit $fail
