@@ -172,6 +172,20 @@ static bool send_pieces_more(struct proto_send *s, struct proto_send_req *q)
 	return q->cursor < q->pieces;
 }
 
+/* A write with pieces the provider has not taken yet. */
+static bool send_req_due(const struct proto_send_req *q)
+{
+	return q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces;
+}
+
+/* Takes a listed comm off its device's due list; under dev->due_lock. */
+static void send_delist_locked(struct proto_device *dev, struct proto_send *s)
+{
+	s->due = false;
+	dlist_remove(&s->due_link);
+	atomic_fetch_sub(&dev->ndue, 1);
+}
+
 /* Lock order: a device's due_lock, then a comm's post_lock. Under post_lock
  * a poster that leaves pieces only asks (due_asked); the comm is listed once
  * post_lock is released (send_list_due). */
@@ -199,11 +213,8 @@ void proto_send_undue(struct proto_send *s)
 {
 	struct proto_device *dev = s->c.dev;
 	pthread_mutex_lock(&dev->due_lock);
-	if (s->due) {
-		s->due = false;
-		dlist_remove(&s->due_link);
-		atomic_fetch_sub(&dev->ndue, 1);
-	}
+	if (s->due)
+		send_delist_locked(dev, s);
 	pthread_mutex_unlock(&dev->due_lock);
 }
 
@@ -221,15 +232,11 @@ void proto_sends_due(struct proto_device *dev)
 		 * that (proto_comm_alive) */
 		bool more = false;
 		for (int i = 0; i < PROTO_SEND_REQS && !atomic_load(&s->c.dead); i++) {
-			struct proto_send_req *q = &s->reqs[i];
-			if (q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces)
-				more |= send_pieces_more(s, q);
+			if (send_req_due(&s->reqs[i]))
+				more |= send_pieces_more(s, &s->reqs[i]);
 		}
-		if (!more) {
-			s->due = false;
-			dlist_remove(&s->due_link);
-			atomic_fetch_sub(&dev->ndue, 1);
-		}
+		if (!more)
+			send_delist_locked(dev, s);
 		pthread_mutex_unlock(&s->post_lock);
 	}
 	pthread_mutex_unlock(&dev->due_lock);
@@ -255,10 +262,8 @@ static void sends_drop_mr(const void *comm, struct ofi_mr *mr)
 				continue;
 			pthread_mutex_lock(&s->post_lock);
 			for (int i = 0; i < PROTO_SEND_REQS; i++) {
-				struct proto_send_req *q = &s->reqs[i];
-				if (q->h.in_use && q->how == PROTO_SEND_RMA && q->cursor < q->pieces &&
-				    q->mr == mr)
-					send_pieces_end(s, q, -FI_ECANCELED);
+				if (send_req_due(&s->reqs[i]) && s->reqs[i].mr == mr)
+					send_pieces_end(s, &s->reqs[i], -FI_ECANCELED);
 			}
 			pthread_mutex_unlock(&s->post_lock);
 		}
@@ -932,8 +937,7 @@ static int test_req(struct proto_req *r, int *done, int *sizes)
 	if (r->kind == PROTO_REQ_SEND) {
 		struct proto_send_req *q = container_of(r, struct proto_send_req, h);
 		rails |= q->pieces > 1 ? all : 1u << q->rail;
-		if (q->how == PROTO_SEND_RMA && q->cursor < q->pieces &&
-		    send_pieces_more(container_of(r->comm, struct proto_send, c), q))
+		if (send_req_due(q) && send_pieces_more(container_of(r->comm, struct proto_send, c), q))
 			send_ask_due(container_of(r->comm, struct proto_send, c));
 	} else if (r->kind == PROTO_REQ_RECV) {
 		struct proto_recv_req *q = container_of(r, struct proto_recv_req, h);
