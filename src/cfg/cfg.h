@@ -65,6 +65,16 @@ enum cfg_rma_plugin_mode { CFG_RMA_PLUGIN_AUTO = 0, CFG_RMA_PLUGIN_FORCE = 1, CF
 	  "clear-to-send; larger ones wait for it and then move once. -1: what the provider "  \
 	  "completes without the receiver (stream providers 65536, NCCL's LL receive size; "   \
 	  "tcp;ofi_rxm before libfabric 2.0 16384, its buffer; others their inject size).") \
+	X(EARLY_SENDS, CFG_INT, "-1", -1, 16, NULL,                                       \
+	  "Messages above NCCL_FABRIC_EAGER_MAX and at most NCCL_FABRIC_EARLY_MAX bytes that " \
+	  "a connection may send before their clear-to-send arrives, at a time; each frees "  \
+	  "its place when the receiver's CTS for it comes. A short exchange then skips the "  \
+	  "CTS's wait, and a long stream is still paced by its receiver. -1: 4 over native "  \
+	  "tcp, which keeps such a message until its receive is posted; none elsewhere (the " \
+	  "setting is ignored there). 0: none.")                                               \
+	X(EARLY_MAX, CFG_INT, "262144", 0, 4194304, NULL,                                  \
+	  "Largest message, in bytes, that may go before its clear-to-send as one of "         \
+	  "NCCL_FABRIC_EARLY_SENDS.")                                                          \
 	X(RMA, CFG_BOOL, "1", 0, 1, NULL,                                                  \
 	  "1 (the default): messages above NCCL_FABRIC_EAGER_MAX go as RMA writes with remote " \
 	  "CQ data into the buffer the receiver announced, where the provider has FI_RMA and " \

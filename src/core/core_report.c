@@ -230,14 +230,15 @@ static void write_text(FILE *out, struct report_view *v, int flags)
 					dev->plan.stripe_min && dev->plan.nrails > 1 ?
 						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			else
-				fprintf(out, "     data path: rails %s%s; eager up to %s; larger messages: %s%s; a "
+				fprintf(out, "     data path: rails %s%s; eager up to %s; early sends: %s; "
+					"larger messages: %s%s; a "
 					"receive that can only get eager messages sends no clear-to-send (lazy: "
 					"only if it still waits after 1 ms); control messages untagged\n",
 					dev->why->rails,
 					dev->plan.nrails < 2 ? "" : dev->plan.spread ?
 					"; a connection's messages take the rails in turn (NCCL_FABRIC_SPREAD)" :
 					"; a connection's messages take its home rail (NCCL_FABRIC_SPREAD=0)",
-					dev->why->eager, dev->why->data,
+					dev->why->eager, dev->why->early, dev->why->data,
 					dev->plan.rma && dev->plan.stripe_min && dev->plan.nrails > 1 ?
 						", cut over the rails from NCCL_FABRIC_STRIPE_MIN bytes" : "");
 			struct policy_traits tr;

@@ -296,6 +296,14 @@ void policy_data_path(bool cfg_rma, bool cfg_explicit, const char *no_write_why,
 size_t policy_eager(const struct policy_traits *traits, long cfg_eager, char *reason,
 		    size_t reason_len);
 
+/* Early sends: how many messages above the eager limit, each of at most
+ * *max bytes (cfg_max), a connection may send before their clear-to-send
+ * arrives, at a time. cfg_sends < 0: auto (traits->early_sends). 0 where the
+ * provider cannot take them (an explicit setting is then ignored, and the
+ * reason says so) or where cfg_max is not above the eager limit. */
+int policy_early(const struct policy_traits *traits, long cfg_sends, long cfg_max,
+		 size_t eager_max, size_t *max, char *reason, size_t reason_len);
+
 /* ---- one device's plan (policy_device.c) ---- */
 
 /* One device's plan: what its data path reads, fixed at init, and why. Pure:
@@ -319,6 +327,8 @@ struct policy_device_plan {
 	unsigned tag_bits;            /* the tag layout's width */
 	bool rma;                     /* large messages as RMA writes */
 	size_t eager_max;             /* NCCL_FABRIC_EAGER_MAX, or the provider's */
+	int early_sends;              /* NCCL_FABRIC_EARLY_SENDS, or the provider's (0: none) */
+	size_t early_max;             /* NCCL_FABRIC_EARLY_MAX */
 	size_t stripe_min;            /* NCCL_FABRIC_STRIPE_MIN (0: no striping) */
 	bool spread;                  /* NCCL_FABRIC_SPREAD: offer messages on the rails in turn */
 	uint64_t timeout_ns;          /* NCCL_FABRIC_TIMEOUT */
@@ -335,6 +345,7 @@ struct policy_device_plan {
 struct policy_device_why {
 	char data[POLICY_REASON_LEN];  /* how messages above the eager limit move */
 	char eager[96];
+	char early[POLICY_REASON_LEN]; /* messages above the eager limit before their CTS */
 	char rails[POLICY_REASON_LEN];
 };
 void policy_device(const struct policy_device_input *in, struct policy_device_plan *plan,

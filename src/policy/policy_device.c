@@ -32,6 +32,13 @@ void policy_device(const struct policy_device_input *in, struct policy_device_pl
 		util_strlcpy(why->eager, "none: no FI_TAGGED, every message waits for its "
 			     "clear-to-send", sizeof(why->eager));
 	}
+	plan->early_sends = plan->writes_only ? 0 :
+			    policy_early(&traits, (long)cfg->v[CFG_EARLY_SENDS].i,
+					 (long)cfg->v[CFG_EARLY_MAX].i, plan->eager_max,
+					 &plan->early_max, why->early, sizeof(why->early));
+	if (plan->writes_only)
+		util_strlcpy(why->early, "none: every message waits for its clear-to-send",
+			     sizeof(why->early));
 	struct policy_data_path path;
 	policy_data_path(cfg->v[CFG_RMA].i != 0, cfg->v[CFG_RMA].source == CFG_SRC_ENV,
 			 traits.no_write_why, in->provider, info, in->cxi_writedata, &path);

@@ -42,6 +42,8 @@
  *                                                             (peer-death, mid-recv)
  * tagged by        tcp (native)        2.1             speed  bench/sweep.sh (rma0 knob)
  *   default
+ * early sends      tcp (native)        1.17, 2.1       speed  unit.policy; func.check.tcp
+ *                                                             (early-sends); bench/sweep.sh
  * one rail (auto)  all but native tcp  all             trait  unit.traits
  *                  and sockets
  * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
@@ -74,6 +76,12 @@
  * stream: a byte-stream provider (core provider tcp or sockets, layered or
  *   not) takes any message into its stream without the receiver, so its
  *   eager limit defaults to POLICY_STREAM_EAGER.
+ * early sends: native tcp keeps a tagged message that arrives before its
+ *   receive (up to 64 per peer, each in a buffer of its own), and cuts one
+ *   larger than the receive that takes it (FI_ETRUNC) without writing past
+ *   it; so a few messages above the eager limit may go before their CTS.
+ *   rxm breaks the connection on a message larger than its receive, and shm
+ *   hangs: none there.
  * eager default: other providers complete eagerly what they can inject. An
  *   FI_HMEM entry may inject nothing (shm and sm2: 0, their host entries
  *   4096 and 3864), so a device that moves host memory only opens the host
@@ -235,6 +243,7 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	/* rxm sends what exceeds its buffer by rendezvous or in segments, which
 	 * a receive taking them after the connection closed follows into the
 	 * closed connection */
+	out->early_sends = name_is(prov, "tcp") ? POLICY_EARLY_SENDS : 0;
 	if (is_rxm) {
 		out->whole_max = POLICY_RXM_BUFFER;
 		if (out->eager_default > out->whole_max)

@@ -26,6 +26,12 @@ struct policy_traits {
 	 * receive posted (stream: NCCL's LL receive size; else the entry's
 	 * inject size). */
 	size_t eager_default;
+	/* Messages above the eager limit a connection may send before their
+	 * clear-to-send, at a time, by default: native tcp keeps such a message
+	 * whole until its receive is posted, and cuts one larger than its
+	 * receive with an error completion, writing nothing past it. 0 elsewhere:
+	 * rxm breaks the connection on a message larger than its receive. */
+	int early_sends;
 	/* Rails after the first may open their own fi_domain: the entry needs no
 	 * registration on each endpoint (no FI_MR_LOCAL, no FI_MR_ENDPOINT). The
 	 * domain still decides (GPU memory and RMA writes need one domain). */
@@ -85,6 +91,11 @@ struct policy_traits {
  * protocol posts per receive (its buffer in 8 steps), so every LL message
  * goes at once and its receive needs no CTS. */
 #define POLICY_STREAM_EAGER 65536
+/* Early sends native tcp allows at a time (NCCL_FABRIC_EARLY_SENDS=-1): enough
+ * for a short exchange to skip the CTS's wait, few enough that a long stream
+ * is paced by its receiver, whose unposted receives would otherwise have the
+ * provider allocate and copy every message. */
+#define POLICY_EARLY_SENDS 4
 /* rxm's buffer size by default (FI_OFI_RXM_BUFFER_SIZE): larger messages
  * go by rendezvous or in segments. */
 #define POLICY_RXM_BUFFER 16384

@@ -40,6 +40,8 @@
 /* Smallest piece of a striped RMA write: below it a rail's own costs (a
  * completion, a CQ read) outweigh what parallel rails gain. */
 #define PROTO_PIECE_MIN (64u << 10)
+/* Early sends a connection may have waiting for their CTS: NCCL_FABRIC_EARLY_SENDS's bound. */
+#define PROTO_EARLY_MAX 16
 #define PROTO_SEND_REQS (NCCL_NET_MAX_REQUESTS * PROTO_MAX_RECVS)
 #define PROTO_COMM_MAGIC 0x4642434dU /* "MCBF" */
 /* Control pools of each endpoint (ofi_ep pools, in start order). */
@@ -196,6 +198,7 @@ enum proto_send_how {
 	PROTO_SEND_TAGGED = 2, /* tagged, after the CTS (provider without RMA writes) */
 	PROTO_SEND_RMA = 3,    /* one RMA write into the announced buffer, with CQ data */
 	PROTO_SEND_ABORT = 4,  /* a stand-in: the receiver posted less than this */
+	PROTO_SEND_EARLY = 5,  /* tagged, above the eager limit, before its CTS (early sends) */
 };
 
 struct proto_send_req {
@@ -281,6 +284,11 @@ struct proto_send {
 	 * guards seq, which the CTS handler reads to drop stale announcements */
 	pthread_mutex_t cts_lock;
 	struct proto_cts_table cts;
+	/* Early sends whose CTS has not come yet (under cts_lock): their keys
+	 * (proto_cts_key). The CTS handler frees a place when that CTS comes. */
+	uint64_t early[PROTO_EARLY_MAX];
+	size_t early_size[PROTO_EARLY_MAX];
+	int nearly;
 	/* Messages handed to the provider, and how many of them the receiver
 	 * said it took (its pongs). closeSend waits (bounded) until the receiver
 	 * took them all, asking by ping: a provider may drop unmatched data of a
@@ -532,6 +540,9 @@ void proto_cts_check_failed(struct proto_recv_req *q);
 /* The sender: a CTS (or a ping: they share one pool) for a send comm of ep's
  * domain, into the comm's table (ofi_rx_handler_fn; CQ lock held). */
 void proto_cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len, uint64_t tag);
+/* The sender: an early send with this key (proto_cts_key) no longer waits for
+ * its CTS; its place is free (cts_lock held). Returns its size, 0 if none. */
+size_t proto_early_forget(struct proto_send *s, uint64_t key);
 
 /* ---- the data path (proto_data.c) ---- */
 

@@ -299,7 +299,7 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 				snprintf(how, sizeof(how), "%s", dev->why->data);
 			LOG_INFO(NCCL_NET | NCCL_INIT,
 				 "device %d (%s) opened: provider %s, fabric %s; rails %s%s%s; eager up to "
-				 "%s; larger messages: %s",
+				 "%s; early sends: %s; larger messages: %s",
 				 dev->index, dev->props.name, dev->provider,
 				 dev->info->fabric_attr->name, rails_why,
 				 dev->dom->split ? ", each rail its own domain" :
@@ -307,7 +307,7 @@ int proto_device_open(struct proto_device *dev, struct ofi_domain **out)
 				 dev->dom->nep < 2 ? "" : dev->plan.spread ?
 				 "; a connection's messages take the rails in turn (NCCL_FABRIC_SPREAD)" :
 				 "; a connection's messages take its home rail (NCCL_FABRIC_SPREAD=0)",
-				 dev->why->eager, how);
+				 dev->why->eager, dev->why->early, how);
 		}
 	}
 	pthread_mutex_unlock(&dev->open_lock);

@@ -211,8 +211,20 @@ void proto_cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len
 		uint32_t folded = proto_tag_fold(lay, e.tag);
 		e.seq &= mask;
 		struct proto_seq_entry *se = proto_seq_get(&s->seq, folded);
-		if (se && proto_seq_behind(se->seq, e.seq, mask))
-			continue; /* sent eagerly before this CTS arrived */
+		if (se && proto_seq_behind(se->seq, e.seq, mask)) {
+			/* sent eagerly before this CTS arrived; an early send's
+			 * receive is posted now: its place is free again */
+			size_t sent = proto_early_forget(s, proto_cts_key(folded, e.seq));
+			if (sent > e.size)
+				LOG_WARN_LIMITED(NCCL_NET,
+						 "isend of %zu bytes to %s (NCCL tag %d) went before its "
+						 "clear-to-send, which says the receiver posted only "
+						 "%llu bytes: the receiver fails it. Both ranks must run "
+						 "the same NCCL version and NCCL_PROTO/NCCL_ALGO/buffer "
+						 "settings", sent, s->peer_text, e.tag,
+						 (unsigned long long)e.size);
+			continue;
+		}
 		if (e.flags & ~PROTO_CTS_RMA || e.size > NCCL_MAX_NET_SIZE_BYTES) {
 			atomic_fetch_add(&ep->dropped, 1);
 			LOG_WARN_LIMITED(NCCL_NET,
@@ -228,6 +240,20 @@ void proto_cts_handler(struct ofi_ep *ep, void *arg, const void *msg, size_t len
 	}
 	pthread_mutex_unlock(&s->cts_lock);
 	pthread_mutex_unlock(&dom->id_lock);
+}
+
+size_t proto_early_forget(struct proto_send *s, uint64_t key)
+{
+	for (int i = 0; i < s->nearly; i++) {
+		if (s->early[i] == key) {
+			size_t size = s->early_size[i];
+			s->nearly--;
+			s->early[i] = s->early[s->nearly];
+			s->early_size[i] = s->early_size[s->nearly];
+			return size;
+		}
+	}
+	return 0;
 }
 
 /* ---------------- the sender's table of announced receives ---------------- */

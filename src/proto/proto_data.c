@@ -302,7 +302,7 @@ static ssize_t send_post(struct proto_send *s, struct proto_send_req *q, int rai
 		 * counted in the comm, as a ping is) */
 		return proto_abort_post(s, op, &q->abort_msg, cts->slot);
 	proto_op_post_begin(c, op, c->rails[rail], q->how == PROTO_SEND_ABORT ? NULL : mr,
-			    q->how == PROTO_SEND_TAGGED);
+			    q->how == PROTO_SEND_TAGGED || q->how == PROTO_SEND_EARLY);
 	ssize_t rc;
 	if (q->how == PROTO_SEND_ABORT)
 		/* the size travels where the posted buffer has room for it */
@@ -365,6 +365,9 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	uint32_t folded = proto_tag_fold(lay, tag);
 	uint32_t mask = proto_tag_seq_mask(lay);
 	bool eager = !dev->plan.writes_only && size <= dev->plan.eager_max;
+	/* above the eager limit, a few may go before their CTS (early sends) */
+	bool may_early = !eager && size <= dev->plan.early_max && dev->plan.early_sends > 0;
+	bool early = false;
 	struct proto_cts_entry cts;
 	bool have = false;
 	uint32_t seq = 0;
@@ -378,7 +381,12 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		}
 		seq = se->seq;
 		have = proto_cts_take(&s->cts, proto_cts_key(folded, seq & mask), &cts);
-		if (have || eager) {
+		if (!have && may_early && s->nearly < dev->plan.early_sends) {
+			s->early_size[s->nearly] = size;
+			s->early[s->nearly++] = proto_cts_key(folded, seq & mask);
+			early = true;
+		}
+		if (have || eager || early) {
 			se->seq++;
 			pthread_mutex_unlock(&s->cts_lock);
 			break;
@@ -418,6 +426,8 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			q->how = PROTO_SEND_ABORT;
 		else if (eager)
 			q->how = PROTO_SEND_EAGER;
+		else if (early)
+			q->how = PROTO_SEND_EARLY;
 		else if ((cts.flags & PROTO_CTS_RMA) && dev->dom->rma_write && size <= UINT32_MAX) {
 			q->how = PROTO_SEND_RMA;
 			q->pieces = send_pieces(s, size, &q->piece);
@@ -448,6 +458,8 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 		proto_seq_get(&s->seq, folded)->seq--;
 		if (have)
 			(void)proto_cts_put(&s->cts, proto_cts_key(folded, seq & mask), &cts);
+		if (early)
+			proto_early_forget(s, proto_cts_key(folded, seq & mask));
 		pthread_mutex_unlock(&s->cts_lock);
 		if (rc == -FI_EAGAIN) {
 			(void)ofi_ep_progress(c->rails[rail]);
@@ -461,7 +473,8 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
 	LOG_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d, %d piece(s) (%s)", size,
 		  tag, seq, s->peer_text, rail, q->pieces,
-		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_RMA ? "RMA write" :
+		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_EARLY ? "early" :
+		  q->how == PROTO_SEND_RMA ? "RMA write" :
 		  q->how == PROTO_SEND_TAGGED ? "after CTS" : "stand-in");
 	*request = r;
 	return 0;
@@ -531,12 +544,14 @@ static void recv_done(struct ofi_op *op, const struct fi_cq_tagged_entry *e,
 		/* the RMA write filled this buffer; this was its tagged receive */
 	} else {
 		if (err->err == FI_ETRUNC) {
-			/* Not with CTS checks and bounce buffers; kept for providers that report it. */
+			/* an early send (it did not wait for the CTS, which names
+			 * the size) larger than this receive: the provider cut it */
 			LOG_WARN(NCCL_NET,
-				 "receive from %s: a message larger than the buffer of %zu bytes "
-				 "arrived (NCCL tag %d; provider reports %zu bytes kept, %zu cut)",
-				 r->peer_text, q->posted[i], q->tags[i], (size_t)err->len,
-				 (size_t)err->olen);
+				 "receive from %s: a message larger than this buffer of %zu bytes "
+				 "arrived (NCCL tag %d) and the provider cut it; nothing was written "
+				 "past the buffer. Both ranks must run the same NCCL version and "
+				 "NCCL_PROTO/NCCL_ALGO/buffer settings",
+				 r->peer_text, q->posted[i], q->tags[i]);
 		} else if (!cancelled_by_us(c, err)) {
 			char what[96];
 			snprintf(what, sizeof(what), "receive of up to %zu bytes from", q->posted[i]);

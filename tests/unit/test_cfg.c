@@ -336,6 +336,8 @@ static int test_env_values(void)
 		{ "NCCL_FABRIC_RAILS", "4" },
 		{ "NCCL_FABRIC_PROGRESS_THREADS", "1" },
 		{ "NCCL_FABRIC_EAGER_MAX", "65536" },
+		{ "NCCL_FABRIC_EARLY_SENDS", "2" },
+		{ "NCCL_FABRIC_EARLY_MAX", "1048576" },
 		{ "NCCL_FABRIC_RMA", "0" },
 		{ "NCCL_FABRIC_STRIPE_MIN", "65536" },
 		{ "NCCL_FABRIC_SPREAD", "1" },
@@ -362,6 +364,8 @@ static int test_env_values(void)
 	CHECK_EQ(cfg.v[CFG_RAILS].i, 4);
 	CHECK_EQ(cfg.v[CFG_PROGRESS_THREADS].i, 1); /* "1" is the enum's "on" */
 	CHECK_EQ(cfg.v[CFG_EAGER_MAX].i, 65536);
+	CHECK_EQ(cfg.v[CFG_EARLY_SENDS].i, 2);
+	CHECK_EQ(cfg.v[CFG_EARLY_MAX].i, 1048576);
 	CHECK_EQ(cfg.v[CFG_RMA].i, 0);
 	CHECK_EQ(cfg.v[CFG_STRIPE_MIN].i, 65536);
 	CHECK_EQ(cfg.v[CFG_SPREAD].i, 1);

@@ -1692,6 +1692,29 @@ static int test_datapath_defaults(void)
 	CHECK_EQ(policy_eager(&none, -1, why, sizeof(why)), 0);
 	CHECK_EQ(policy_eager(&stream, 0, why, sizeof(why)), 0);
 	CHECK_STR_CONTAINS(why, "NCCL_FABRIC_EAGER_MAX");
+
+	/* early sends: auto takes the provider's count, an explicit count is
+	 * kept where the provider allows any and ignored elsewhere, and a size
+	 * limit not above the eager limit turns them off */
+	char ewhy[POLICY_REASON_LEN];
+	size_t emax = 1;
+	struct policy_traits tcp = { .stream = true, .eager_default = POLICY_STREAM_EAGER,
+				     .early_sends = POLICY_EARLY_SENDS };
+	CHECK_EQ(policy_early(&tcp, -1, 262144, 65536, &emax, ewhy, sizeof(ewhy)),
+		 POLICY_EARLY_SENDS);
+	CHECK_EQ(emax, 262144);
+	CHECK_STR_CONTAINS(ewhy, "auto: native tcp");
+	CHECK_EQ(policy_early(&tcp, 8, 1048576, 65536, &emax, ewhy, sizeof(ewhy)), 8);
+	CHECK_EQ(emax, 1048576);
+	CHECK_STR_CONTAINS(ewhy, "NCCL_FABRIC_EARLY_SENDS");
+	CHECK_EQ(policy_early(&tcp, 0, 262144, 65536, &emax, ewhy, sizeof(ewhy)), 0);
+	CHECK_STR_CONTAINS(ewhy, "NCCL_FABRIC_EARLY_SENDS=0");
+	CHECK_EQ(policy_early(&tcp, -1, 65536, 65536, &emax, ewhy, sizeof(ewhy)), 0);
+	CHECK_STR_CONTAINS(ewhy, "not above the eager limit");
+	CHECK_EQ(policy_early(&rxm, -1, 262144, POLICY_RXM_BUFFER, &emax, ewhy, sizeof(ewhy)), 0);
+	CHECK_STR_CONTAINS(ewhy, "auto: the provider may not take them");
+	CHECK_EQ(policy_early(&rxm, 4, 262144, POLICY_RXM_BUFFER, &emax, ewhy, sizeof(ewhy)), 0);
+	CHECK_STR_CONTAINS(ewhy, "NCCL_FABRIC_EARLY_SENDS=4 ignored");
 	return 0;
 }
 
@@ -1720,6 +1743,8 @@ static int test_device_plan(void)
 	CHECK_EQ(plan.tag_bits, 64);
 	CHECK(plan.eager_max > 0);
 	CHECK(why.eager[0] && why.data[0] && why.rails[0]);
+	CHECK_EQ(plan.early_sends, 0); /* efa: none */
+	CHECK_STR_CONTAINS(why.early, "none");
 	CHECK_EQ(plan.nrails, 2);
 	CHECK_EQ(plan.rails_in.cfg_rails, 2);
 	CHECK(plan.flush_rma && plan.dmabuf);
@@ -1738,6 +1763,16 @@ static int test_device_plan(void)
 	CHECK_EQ(plan.eager_max, 0);
 	CHECK_EQ(plan.tag_bits, 64);
 	CHECK_STR_CONTAINS(why.eager, "no FI_TAGGED");
+	CHECK_EQ(plan.early_sends, 0);
+	/* native tcp: early sends of up to NCCL_FABRIC_EARLY_MAX */
+	fi->caps |= FI_TAGGED;
+	fi->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
+	fi->fabric_attr->prov_name = strdup("tcp");
+	in.provider = "tcp";
+	policy_device(&in, &plan, &why);
+	CHECK_EQ(plan.early_sends, POLICY_EARLY_SENDS);
+	CHECK_EQ(plan.early_max, (size_t)cfg.v[CFG_EARLY_MAX].i);
+	CHECK_STR_CONTAINS(why.early, "native tcp");
 	fi_freeinfo(fi);
 	return 0;
 }

@@ -251,6 +251,22 @@ static int test_tcp_sockets(void)
 	return 0;
 }
 
+/* Early sends by default over native tcp only: rxm breaks the connection on a
+ * message larger than its receive, shm hangs, the others have no stream. */
+static int test_early_sends(void)
+{
+	for (int k = 0; k < NVERSIONS; k++) {
+		CHECK_EQ(traits_of("tcp", 64, 0, versions[k]).early_sends, POLICY_EARLY_SENDS);
+		CHECK_EQ(traits_of("TCP", 64, 0, versions[k]).early_sends, POLICY_EARLY_SENDS);
+		CHECK_EQ(traits_of("tcp;ofi_rxm", 64, 0, versions[k]).early_sends, 0);
+		CHECK_EQ(traits_of("sockets", 64, 0, versions[k]).early_sends, 0);
+		CHECK_EQ(traits_of("shm", 4096, 0, versions[k]).early_sends, 0);
+		CHECK_EQ(traits_of("efa", 4096, 0, versions[k]).early_sends, 0);
+		CHECK_EQ(traits_of("verbs;ofi_rxm", 0, FI_MR_LOCAL, versions[k]).early_sends, 0);
+	}
+	return 0;
+}
+
 /* An entry without a name or attributes gets no quirk, and no eager default. */
 /* rxm of 2.0 and later crashes when a sender leaves mid-segments: the
  * plugin turns segments off there (any core), and nowhere else. */
@@ -307,6 +323,7 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_whole_max, "rxm: messages above its buffer are never received late"),
 	TEST_ENTRY(test_one_rail, "automatic rails: several over native tcp and sockets only"),
 	TEST_ENTRY(test_no_write, "RMA writes by default but on tcp;ofi_rxm"),
+	TEST_ENTRY(test_early_sends, "early sends by default over native tcp only"),
 	TEST_ENTRY(test_tcp_sockets, "a peer's TCP connections reset at close: tcp cores only"),
 	TEST_ENTRY(test_env, "rxm of 2.0 and later: segments off (FI_OFI_RXM_SAR_LIMIT=0)"),
 	TEST_ENTRY(test_no_name, "no name or attributes: no quirk"),

@@ -406,6 +406,106 @@ static int ck_retry_null(ck_t *ck)
 	return ck_close_pair(ck, sc, rc);
 }
 
+/* ------------------------------------------------------------ early-sends */
+
+/* Drives the posted sends or receives of ops (in order, the rest posted as
+ * the plugin takes them) until each is done, for at most limit seconds. */
+static int ck_drive(ck_t *ck, fh_op_t *ops, int n, double limit)
+{
+	fh_rank_t *r = ck->r;
+	double until = fh_now() + limit;
+	unsigned idle = 0;
+	for (;;) {
+		int done = 0;
+		for (int i = 0; i < n; i++) {
+			if (ops[i].state == FH_OP_PENDING) {
+				if (i > 0 && ops[i - 1].state == FH_OP_PENDING)
+					break; /* in order, as NCCL posts */
+				if (fh_op_post(r, ck->net, &ops[i]))
+					return FH_FAIL;
+			}
+			if (ops[i].state == FH_OP_POSTED && fh_op_test(r, ck->net, &ops[i]))
+				return FH_FAIL;
+			done += ops[i].state == FH_OP_DONE;
+		}
+		if (done == n)
+			return FH_OK;
+		if (fh_now() > until)
+			return fh_fail(r, "%d of %d operations done after %.0fs", done, n, limit);
+		fh_relax(&idle);
+	}
+}
+
+/* The sender posts messages above tcp's eager limit (and at most
+ * NCCL_FABRIC_EARLY_MAX) before the receiver posts anything. isend may give
+ * a request at once for the first NCCL_FABRIC_EARLY_SENDS of them (early
+ * sends, where the provider takes them) and NULL after; the check counts
+ * those and, where NCCL_FABRIC_CHECK_EARLY names a count, fails on another.
+ * Then the receiver posts, late, and every byte and size arrives. */
+static int ck_early_sends(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (fh_link(r, ck->net, ck->dev, me == 0 ? 1 : -1, me == 1 ? 0 : -1, &sc, &rc))
+		return FH_FAIL;
+	enum { N = 10 };
+	fh_op_t ops[N];
+	fh_buf_t b[N];
+	for (int i = 0; i < N; i++) {
+		/* 8 of 128 KiB (NCCL's p2p chunk), then 256 KiB and 1 MiB */
+		size_t size = ck_cap(ck, i < 8 ? 128 * KiB : i == 8 ? 256 * KiB : 1 * MiB);
+		if (fh_buf_alloc(&b[i], size, 4096))
+			return fh_fail(r, "cannot map a buffer");
+		if (ck_ok(ck, fh_buf_reg(ck->net, &b[i], me == 0 ? sc : rc, 0), "regMr()"))
+			return FH_FAIL;
+		if (me == 0) {
+			fh_pattern_fill(b[i].ptr, size, ck_seed(ck, 0, 1, 91, i));
+			fh_op_send(&ops[i], sc, b[i].ptr, size, CK_TAG, b[i].mh);
+		} else {
+			memset(b[i].ptr, 0xa5, size);
+			fh_op_recv(&ops[i], rc, b[i].ptr, size, CK_TAG, b[i].mh);
+		}
+	}
+	if (me == 0) {
+		/* each in order, for 300 ms each, while the receiver posts nothing */
+		int early = 0;
+		unsigned idle = 0;
+		for (; early < N; early++) {
+			double until = fh_now() + 0.3;
+			while (ops[early].state == FH_OP_PENDING && fh_now() < until) {
+				if (fh_op_post(r, ck->net, &ops[early]))
+					return FH_FAIL;
+				fh_relax(&idle);
+			}
+			if (ops[early].state == FH_OP_PENDING)
+				break;
+		}
+		fh_note(r, "isend gave %d requests before the receiver posted", early);
+		const char *want = getenv("NCCL_FABRIC_CHECK_EARLY");
+		if (want && *want && atoi(want) != early)
+			return fh_fail(r, "isend gave %d requests before the receiver posted a receive; "
+					  "NCCL_FABRIC_CHECK_EARLY expects %s",
+				       early, want);
+	}
+	if (fh_oob_barrier(r)) /* the receiver posts now */
+		return FH_FAIL;
+	if (ck_drive(ck, ops, N, 30.0 * r->timeout_mult))
+		return FH_FAIL;
+	for (int i = 0; i < N && me == 1; i++) {
+		size_t bad;
+		if (fh_pattern_check(b[i].ptr, ops[i].size[0], ck_seed(ck, 0, 1, 91, i), &bad))
+			return fh_fail(r, "message %d (%zu bytes), posted late: byte %zu wrong", i,
+				       ops[i].size[0], bad);
+	}
+	for (int i = 0; i < N; i++) {
+		if (ck_ok(ck, fh_buf_dereg(ck->net, &b[i]), "deregMr()"))
+			return FH_FAIL;
+		fh_buf_free(&b[i]);
+	}
+	return ck_close_pair(ck, sc, rc);
+}
+
 /* ------------------------------------------------------------ table */
 
 #define ALLV FH_VERSION_MIN, FH_VERSION_MAX
@@ -432,6 +532,9 @@ static const ck_case_t ck_basic[] = {
 	 0},
 	{"retry-null", "isend before the receive exists: NULL requests are retried", 2, ALLV, 0, 0,
 	 ck_retry_null, 0},
+	{"early-sends", "128 KiB-1 MiB sends posted before the receiver posts: early sends get a "
+			"request at once (NCCL_FABRIC_CHECK_EARLY=N checks how many), every byte arrives",
+	 2, ALLV, 0, 0, ck_early_sends, 0},
 };
 
 const ck_case_t *ck_cases_basic(int *n)

@@ -48,7 +48,10 @@ static int ck_post_for(ck_t *ck, fh_op_t *op, double seconds)
 
 /* ------------------------------------------------------------ send larger than posted */
 
-static int ck_send_larger(ck_t *ck)
+/* sender_first: the sender posts before the receive exists (and the
+ * receiver after 300 ms), so a plugin with early sends hands the message to
+ * the provider before it learns the receive's size. */
+static int send_larger(ck_t *ck, int sender_first)
 {
 	fh_rank_t *r = ck->r;
 	fh_net_t *net = ck->net;
@@ -71,12 +74,14 @@ static int ck_send_larger(ck_t *ck)
 	if (me == 1) {
 		fh_op_recv(&op, rc, b.ptr, post, CK_TAG, b.mh);
 		op.expect[0] = FH_NO_CHECK;
+		if (sender_first && fh_oob_barrier(r)) /* the sender has posted */
+			return FH_FAIL;
 		if (ck_post_for(ck, &op, limit))
 			return FH_FAIL;
 		if (op.state != FH_OP_POSTED)
 			return fh_fail(r, "irecv() kept returning a NULL request for %.0fs", limit);
 		unsigned long warns = fh_log_warn_count();
-		if (fh_oob_barrier(r)) /* the sender starts now */
+		if (!sender_first && fh_oob_barrier(r)) /* the sender starts now */
 			return FH_FAIL;
 		fh_stage(r, "waiting for test() to report the truncation");
 		ncclResult_t res;
@@ -112,14 +117,21 @@ static int ck_send_larger(ck_t *ck)
 	} else {
 		fh_pattern_fill(b.ptr, send, ck_seed(ck, 0, 1, 90, 0));
 		fh_op_send(&op, sc, b.ptr, send, CK_TAG, b.mh);
-		if (fh_oob_barrier(r)) /* the receive is posted */
+		if (!sender_first && fh_oob_barrier(r)) /* the receive is posted */
 			return FH_FAIL;
 		fh_stage(r, "sending %zu bytes into a %zu-byte receive", send, post);
 		/* The send may complete or fail; it may not hang. */
 		ncclResult_t res = ncclSuccess;
 		double until = fh_now() + limit;
+		double first = fh_now() + 0.3; /* sender_first: before the receive exists */
 		unsigned idle = 0;
 		while (op.state == FH_OP_PENDING) {
+			if (sender_first && first && fh_now() > first) {
+				fh_note(r, "isend gave no request before the receive was posted");
+				first = 0;
+				if (fh_oob_barrier(r)) /* the receiver posts now */
+					return FH_FAIL;
+			}
 			op.req = NULL;
 			res = fh_net_isend(net, sc, b.ptr, send, CK_TAG, b.mh, &op.req);
 			if (res != ncclSuccess)
@@ -130,6 +142,12 @@ static int ck_send_larger(ck_t *ck)
 				return fh_fail(r, "isend() kept returning a NULL request for %.0fs", limit);
 			else
 				fh_relax(&idle);
+		}
+		if (sender_first && first) {
+			fh_note(r, "isend %s before the receive was posted",
+				res == ncclSuccess ? "went" : "failed");
+			if (fh_oob_barrier(r)) /* the receiver posts now */
+				return FH_FAIL;
 		}
 		int done = 0, size = -1;
 		while (res == ncclSuccess && op.state == FH_OP_POSTED && !done) {
@@ -154,6 +172,16 @@ static int ck_send_larger(ck_t *ck)
 		return FH_FAIL;
 	fh_buf_free(&b);
 	return ck_fresh_link_works(ck, 91);
+}
+
+static int ck_send_larger(ck_t *ck)
+{
+	return send_larger(ck, 0);
+}
+
+static int ck_send_larger_early(ck_t *ck)
+{
+	return send_larger(ck, 1);
 }
 
 /* ------------------------------------------------------------ corrupted handles */
@@ -832,6 +860,9 @@ static const ck_case_t ck_errors[] = {
 	{"send-larger/lazy-cts", "96 KiB into a 48 KiB receive: above tcp's eager limit, into a "
 				 "receive whose CTS is lazy: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 96 * KiB},
+	{"send-larger/early", "192 KiB into a 96 KiB receive posted after the send: above tcp's "
+			      "eager limit, an early send: ncclInvalidUsage + WARN, guard intact",
+	 2, ALLV, 0, 0, ck_send_larger_early, 192 * KiB},
 	{"send-larger/rndv", "1 MiB into a 512 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 0},
 	{"corrupt-handle", "connect with flipped/random/zero handles fails, then a good one works",
