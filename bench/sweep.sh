@@ -15,7 +15,11 @@
 #                 (default: the list below; empty: none); "default" runs first and
 #                 again last ("again"): what "again" beats the default at
 #                 is this machine's noise
-#   SWEEP_SOCKET  1: Socket's defaults and best tuning too (default 1)
+#   SWEEP_SOCKET  1: Socket's defaults and best tuning too (default 1), run
+#                 before the default's second run; 2: and Socket's defaults
+#                 a second time after it ("Socket again"), so both paths have
+#                 two runs (sweep_table.py --summary then also compares each
+#                 one's faster run per size)
 #   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP SWEEP_COLLS
 #                 the sizes and collectives of each run (default 8 B to
 #                 128 MiB by 4, 5 iterations after 2, all_reduce, all_gather,
@@ -73,20 +77,32 @@ for link in ${SWEEP_LINKS:-netns loopback}; do
 		setup=sweep-$link-r$ranks
 		# "again" is the default run a second time: the settings it "beats"
 		# the default at show the noise of this machine
-		IFS=';' read -r -a knobs <<<"default:;$KNOBS;again:"
+		# Socket runs between the default's two runs (and, with
+		# SWEEP_SOCKET=2, once more after the second), so a slow stretch of
+		# the machine falls on both paths alike
+		IFS=';' read -r -a knobs <<<"default:;$KNOBS;socket:;again:;socket-again:"
 		for k in "${knobs[@]}"; do
 			[[ -n $k ]] || continue # SWEEP_KNOBS="": the default (twice) only
 			name=${k%%:*} words=${k#*:}
+			socket=${SWEEP_SOCKET:-1}
+			if [[ $name == socket ]]; then
+				[[ $socket == 1 || $socket == 2 ]] || continue
+				tb=$(left) || { rc=1; break 3; }
+				TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup \
+					"$REPO/bench/run-gpu.sh" bench-socket bench-socket-best || rc=1
+				continue
+			elif [[ $name == socket-again ]]; then
+				[[ $socket == 2 ]] || continue
+				tb=$(left) || { rc=1; break 3; }
+				TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-again \
+					"$REPO/bench/run-gpu.sh" bench-socket || rc=1
+				continue
+			fi
 			tb=$(left) || { rc=1; break 3; }
 			TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup-$name \
 				FABRIC_EXTRA_ENV="$base_extra ${words//,/ }" \
 				"$REPO/bench/run-gpu.sh" bench-fabric-default || rc=1
 		done
-		if [[ ${SWEEP_SOCKET:-1} == 1 ]]; then
-			tb=$(left) || { rc=1; break 2; }
-			TIME_BUDGET=$tb FABRIC_NETNS=$netns FABRIC_VHOSTS=$ranks PATH_TAG=$setup \
-				"$REPO/bench/run-gpu.sh" bench-socket bench-socket-best || rc=1
-		fi
 	done
 done
 "$PYTHON" "$REPO/bench/sweep_table.py" "$OUT/bench.csv" | tee "$OUT/sweep.txt"

@@ -12,7 +12,9 @@ A row with a data error is left out and counted. Standard library only.
       collective: the plugin's defaults against Socket's defaults (worst and
       geometric mean of the time ratio over every size) and against Socket's
       best tuning (worst from 8 MiB), and the fastest knob where one beat the
-      default by more than the noise margin at three sizes or more
+      default by more than the noise margin at three sizes or more; where
+      Socket's defaults ran twice too (sweep.sh's SWEEP_SOCKET=2), the same
+      with each path's faster run per size ("best of two runs each")
   sweep_table.py --knobs [--from SIZE] bench.csv [...]   per setup and
       collective, each setting's time over the default's, geometric mean over
       every size and over sizes from SIZE (default 32M); "again" is the
@@ -26,7 +28,7 @@ import sys
 from collections import defaultdict
 
 FABRIC = re.compile(r"^fabric-default-sweep-(\w+)-r(\d+)-([\w.]+?)(-netns(-[\w.]+)?)?$")
-SOCKET = re.compile(r"^nccl-socket(-best)?-sweep-(\w+)-r(\d+)(-netns(-[\w.]+)?)?$")
+SOCKET = re.compile(r"^nccl-socket(-best)?-sweep-(\w+)-r(\d+)(-again)?(-netns(-[\w.]+)?)?$")
 # within this of the default, a setting is not called faster (noise)
 NOISE = 0.10
 
@@ -55,7 +57,8 @@ def load(paths):
                 if m:
                     key, setting = (m.group(1), int(m.group(2))), m.group(3)
                 elif s:
-                    key, setting = (s.group(2), int(s.group(3))), "Socket best" if s.group(1) else "Socket"
+                    key = (s.group(2), int(s.group(3)))
+                    setting = ("Socket best" if s.group(1) else "Socket") + (" again" if s.group(4) else "")
                 else:
                     continue
                 if int(r.get("errors") or 0):
@@ -66,14 +69,19 @@ def load(paths):
 
 
 def summary(times):
+    # where Socket ran twice too, each path's faster run per size against the
+    # other's ("best of two"): a slow moment of one run then decides less
+    paired = any(row.get("Socket again") and row.get("again")
+                 for colls in times.values() for sizes in colls.values() for row in sizes.values())
+    extra = " vs Socket, best of two runs each: worst (size) | geomean |" if paired else ""
     print("| link, ranks | collective | vs Socket: worst (size) | vs Socket: geomean "
-          "| vs Socket best from 8 MiB: worst (size) | faster knobs (sizes) |")
-    print("|---|---|---|---|---|---|")
+          "| vs Socket best from 8 MiB: worst (size) | faster knobs (sizes) |" + extra)
+    print("|---|---|---|---|---|---|" + ("---|---|" if paired else ""))
     for (link, ranks) in sorted(times):
         colls = times[(link, ranks)]
         for coll in sorted(colls):
-            worst = wbest = None
-            logs = []
+            worst = wbest = wpair = None
+            logs, plogs = [], []
             wins = defaultdict(int)
             for n in sorted(colls[coll]):
                 row = colls[coll][n]
@@ -92,10 +100,16 @@ def summary(times):
                     r = row["Socket best"] / d
                     if wbest is None or r < wbest[0]:
                         wbest = (r, n)
+                if row.get("again") and row.get("Socket") and row.get("Socket again"):
+                    r = min(row["Socket"], row["Socket again"]) / min(d, row["again"])
+                    plogs.append(math.log(r))
+                    if wpair is None or r < wpair[0]:
+                        wpair = (r, n)
             f = lambda w: f"{w[0]:.2f} ({size_label(w[1])})" if w else "-"
-            g = f"{math.exp(sum(logs) / len(logs)):.2f}" if logs else "-"
+            gm = lambda xs: f"{math.exp(sum(xs) / len(xs)):.2f}" if xs else "-"
             k = ", ".join(f"{k} ({c})" for k, c in sorted(wins.items(), key=lambda x: -x[1]) if c >= 3)
-            print(f"| {link}, {ranks} | {coll} | {f(worst)} | {g} | {f(wbest)} | {k or '-'} |")
+            print(f"| {link}, {ranks} | {coll} | {f(worst)} | {gm(logs)} | {f(wbest)} | {k or '-'} |"
+                  + (f" {f(wpair)} | {gm(plogs)} |" if paired else ""))
 
 
 def parse_size(s):

@@ -22,6 +22,25 @@ expect "--summary" "$out" "| netns, 8 | all_gather |"
 expect "--summary geomean" "$out" "| 1.64 |"
 out=$(python3 "$t" --summary "$repo/bench/results/sweep-2026-12-07-nccl230.csv") || fail=1
 expect "--summary (NCCL 2.30.7)" "$out" "| netns, 8 | all_reduce | 0.06 (8K) | 0.41 | 1.82 (32M) | again (8) |"
+# Socket run twice (SWEEP_SOCKET=2): each path's faster run per size
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+{
+	echo "path,collective,bytes,time_us,algbw_gbps,busbw_gbps,errors,nranks,mode"
+	echo "fabric-default-sweep-netns-r2-default-netns-25gbit,sendrecv,8,10.0,0,0,0,2,multi"
+	echo "fabric-default-sweep-netns-r2-again-netns-25gbit,sendrecv,8,8.0,0,0,0,2,multi"
+	echo "nccl-socket-sweep-netns-r2-netns-25gbit,sendrecv,8,9.0,0,0,0,2,multi"
+	echo "nccl-socket-sweep-netns-r2-again-netns-25gbit,sendrecv,8,12.0,0,0,0,2,multi"
+	echo "fabric-default-sweep-netns-r2-default-netns-25gbit,sendrecv,1024,20.0,0,0,0,2,multi"
+	echo "fabric-default-sweep-netns-r2-again-netns-25gbit,sendrecv,1024,30.0,0,0,0,2,multi"
+	echo "nccl-socket-sweep-netns-r2-netns-25gbit,sendrecv,1024,40.0,0,0,0,2,multi"
+	echo "nccl-socket-sweep-netns-r2-again-netns-25gbit,sendrecv,1024,15.0,0,0,0,2,multi"
+} >"$tmp"
+out=$(python3 "$t" --summary "$tmp") || fail=1
+# single runs: 9/10 and 40/20; best of two: 9/8 and 15/20
+expect "--summary, Socket twice" "$out" "| netns, 2 | sendrecv | 0.90 (8) | 1.34 | - | - | 0.75 (1K) | 0.92 |"
+out=$(python3 "$t" --knobs "$tmp") || fail=1
+expect "--knobs, Socket again" "$out" "| again | Socket | Socket again |"
 out=$(python3 "$t" --help) || fail=1
 expect "--help" "$out" "sweep_table.py --summary bench.csv"
 out=$(python3 "$t" --knobs --from 1X /dev/null 2>&1) && { echo "FAIL: a bad size was accepted"; fail=1; }
