@@ -42,8 +42,8 @@
  *                                                             (peer-death, mid-recv)
  * tagged by        tcp (native)        2.1             speed  bench/sweep.sh (rma0 knob)
  *   default
- * early sends      tcp (native)        1.17, 2.1       speed  unit.policy; func.check.tcp
- *                                                             (early-sends); bench/sweep.sh
+ * early sends      tcp (native)        2.1             speed  unit.traits; func.check.tcp
+ *                                                             .early (lf2); bench/sweep.sh
  * one rail (auto)  all but native tcp  all             trait  unit.traits
  *                  and sockets
  * no FI_LOCAL_COMM shm                 1.17            all    unit.policy (test_plan_named);
@@ -240,10 +240,10 @@ void policy_traits_for(const struct fi_info *info, uint32_t fi_version, struct p
 	bool is_rxm = n > rxm && !strcasecmp(prov + n - rxm, ";ofi_rxm");
 	out->drain = (is_rxm || name_is(prov, "tcp")) && info && (info->caps & FI_TAGGED);
 	out->stale_conn_once = is_rxm;
+	out->early_sends = name_is(prov, "tcp") ? POLICY_EARLY_SENDS : 0;
 	/* rxm sends what exceeds its buffer by rendezvous or in segments, which
 	 * a receive taking them after the connection closed follows into the
 	 * closed connection */
-	out->early_sends = name_is(prov, "tcp") ? POLICY_EARLY_SENDS : 0;
 	if (is_rxm) {
 		out->whole_max = POLICY_RXM_BUFFER;
 		if (out->eager_default > out->whole_max)
