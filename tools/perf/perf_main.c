@@ -18,6 +18,11 @@
  * so plugin/raw then shows what the plugin adds to it, and a baseline exists
  * where the provider has no tags (efa-direct).
  *
+ * --bidir moves messages both ways at once instead: each rank isends to the
+ * other and irecvs from it on one thread, a window each way, as NCCL's
+ * send/recv and alltoall do (where a clear-to-send shares the link with the
+ * data going the other way); GB/s per direction, the slower rank's time.
+ *
  * --stripe N adds the plugin with NCCL_FABRIC_RAILS=N: large messages cut
  * into pieces written on N rails at once. The plugin reads its settings at
  * its first init and a process holds one plugin context, so this path runs
@@ -63,6 +68,7 @@ struct pf_opts {
 	int stripe;           /* --stripe N: rails of the striped path, 0 if not given */
 	enum pf_raw_op raw_op; /* --raw-op */
 	int rounds;            /* --rounds: plugin and raw alternate this many times per size */
+	int bidir;             /* --bidir: both ranks send and receive at once (plugin only) */
 };
 
 /* Receiver -> sender, per size. */
@@ -169,59 +175,88 @@ static void pf_pace_step(struct pf_ctx *c, struct pf_pace *p, int progress, cons
 		fh_relax(&p->idle);
 }
 
-/* Move n messages with c->window in flight. Receivers verify message 0 on
- * completion and leave the last one for the caller. */
+/* One pass of the plugin's transfer loop: post what the window allows (in
+ * order; NULL requests are retried on the next pass), then test the oldest
+ * in flight. Receivers verify message 0 on completion and leave the last one
+ * for the caller. */
+struct pf_loop {
+	int64_t posted, done, n;
+};
+
+static int pf_plugin_step(struct pf_ctx *c, int is_send, struct pf_loop *l, int *progress)
+{
+	while (l->posted < l->n && l->posted - l->done < c->window) {
+		void **req = &c->req[l->posted % c->window];
+		unsigned char *p = pf_slot(c, l->posted);
+		ncclResult_t rc;
+		*req = NULL;
+		if (is_send) {
+			rc = fh_net_isend(c->net, c->comm, p, c->size, PF_TAG, c->buf.mh, req);
+		} else {
+			/* Poison the last message's slot: stale bytes must not pass. */
+			if (l->posted == l->n - 1 && l->posted > 0)
+				memset(p, 0xee, c->size);
+			size_t sz = c->size;
+			int tag = PF_TAG;
+			void *data = p, *mh = c->buf.mh;
+			rc = fh_net_irecv(c->net, c->comm, 1, &data, &sz, &tag, &mh, req);
+			if (rc == ncclSuccess &&
+			    *req == (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION)
+				return fh_fail(c->r, "irecv() left 0x1 in *request");
+		}
+		if (rc != ncclSuccess)
+			return fh_fail(c->r, "%s(%zu bytes) returned %s", is_send ? "isend" : "irecv",
+				       c->size, fh_result_str(rc));
+		if (!*req)
+			break; /* NULL: retry later */
+		l->posted++;
+		*progress = 1;
+	}
+	if (l->done < l->posted) {
+		int fin = 0, sz = -1;
+		ncclResult_t rc = fh_net_test(c->net, c->req[l->done % c->window], &fin, &sz);
+		if (rc != ncclSuccess)
+			return fh_fail(c->r, "test() returned %s", fh_result_str(rc));
+		if (fin) {
+			if (!is_send && (sz < 0 || (size_t)sz != c->size))
+				return fh_fail(c->r, "test() reported %d bytes for a %zu-byte message",
+					       sz, c->size);
+			if (!is_send && l->done == 0 && pf_check_slot(c, 0, "first"))
+				return FH_FAIL;
+			l->done++;
+			*progress = 1;
+		}
+	}
+	return FH_OK;
+}
+
+/* Move n messages with c->window in flight. */
 static int pf_run_plugin(struct pf_ctx *c, int is_send, int64_t n)
 {
-	int64_t posted = 0, done = 0;
+	struct pf_loop l = {0, 0, n};
 	struct pf_pace pace;
 	pf_pace_start(&pace);
-	while (done < n) {
+	while (l.done < n) {
 		int progress = 0;
-		while (posted < n && posted - done < c->window) {
-			void **req = &c->req[posted % c->window];
-			unsigned char *p = pf_slot(c, posted);
-			ncclResult_t rc;
-			*req = NULL;
-			if (is_send) {
-				rc = fh_net_isend(c->net, c->comm, p, c->size, PF_TAG, c->buf.mh, req);
-			} else {
-				/* Poison the last message's slot: stale bytes must not pass. */
-				if (posted == n - 1 && posted > 0)
-					memset(p, 0xee, c->size);
-				size_t sz = c->size;
-				int tag = PF_TAG;
-				void *data = p, *mh = c->buf.mh;
-				rc = fh_net_irecv(c->net, c->comm, 1, &data, &sz, &tag, &mh, req);
-				if (rc == ncclSuccess &&
-				    *req == (void *)(uintptr_t)NCCL_NET_OPTIONAL_RECV_COMPLETION)
-					return fh_fail(c->r, "irecv() left 0x1 in *request");
-			}
-			if (rc != ncclSuccess)
-				return fh_fail(c->r, "%s(%zu bytes) returned %s", is_send ? "isend" : "irecv",
-					       c->size, fh_result_str(rc));
-			if (!*req)
-				break; /* NULL: retry later */
-			posted++;
-			progress = 1;
-		}
-		if (done < posted) {
-			int fin = 0, sz = -1;
-			ncclResult_t rc = fh_net_test(c->net, c->req[done % c->window], &fin, &sz);
-			if (rc != ncclSuccess)
-				return fh_fail(c->r, "test() returned %s", fh_result_str(rc));
-			if (fin) {
-				if (!is_send && (sz < 0 || (size_t)sz != c->size))
-					return fh_fail(c->r, "test() reported %d bytes for a %zu-byte "
-							     "message",
-						       sz, c->size);
-				if (!is_send && done == 0 && pf_check_slot(c, 0, "first"))
-					return FH_FAIL;
-				done++;
-				progress = 1;
-			}
-		}
-		pf_pace_step(c, &pace, progress, is_send ? "sending" : "receiving", done, n);
+		if (pf_plugin_step(c, is_send, &l, &progress))
+			return FH_FAIL;
+		pf_pace_step(c, &pace, progress, is_send ? "sending" : "receiving", l.done, n);
+	}
+	return FH_OK;
+}
+
+/* --bidir: n messages each way, tx's sends and rx's receives in turn on one
+ * thread, as NCCL's proxy drives a send and a receive of one step. */
+static int pf_run_bidir(struct pf_ctx *tx, struct pf_ctx *rx, int64_t n)
+{
+	struct pf_loop ls = {0, 0, n}, lr = {0, 0, n};
+	struct pf_pace pace;
+	pf_pace_start(&pace);
+	while (ls.done < n || lr.done < n) {
+		int progress = 0;
+		if (pf_plugin_step(tx, 1, &ls, &progress) || pf_plugin_step(rx, 0, &lr, &progress))
+			return FH_FAIL;
+		pf_pace_step(rx, &pace, progress, "sending and receiving", ls.done + lr.done, 2 * n);
 	}
 	return FH_OK;
 }
@@ -525,6 +560,108 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	}
 	rc = fh_buf_dereg(c.net, &c.buf);
 	fh_buf_free(&c.buf);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "deregMr() returned %s", fh_result_str(rc));
+	return FH_OK;
+}
+
+/* ------------------------------------------------------------ both ways (--bidir) */
+
+/* Both ranks send n messages of size to the other and receive n from it at
+ * once, W in flight each way, on the plugin's two comms; every slot's pattern
+ * and the first and last message each way are checked, as in pf_size. Each
+ * rank times from a common start to its last completion; the result is the
+ * slower rank's. */
+static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
+			 const struct pf_opts *o, size_t size, struct pf_result *res)
+{
+	int peer = r->rank ^ 1;
+	struct pf_ctx tx, rx;
+	memset(&tx, 0, sizeof(tx));
+	memset(&rx, 0, sizeof(rx));
+	tx.r = rx.r = r;
+	tx.net = rx.net = net;
+	tx.comm = sc;
+	rx.comm = rcomm;
+	tx.size = rx.size = size;
+	tx.window = rx.window = o->window;
+	if (fh_buf_alloc(&tx.buf, size * (size_t)o->window, 0) ||
+	    fh_buf_alloc(&rx.buf, size * (size_t)o->window, 0))
+		return fh_fail(r, "cannot map 2 x %zu x %d bytes", size, o->window);
+	for (int s = 0; s < o->window; s++) {
+		unsigned char *p = tx.buf.ptr + (size_t)s * size;
+		fh_pattern_fill(p, size, fh_mix64((uint64_t)size * 977 + (uint64_t)s));
+		tx.sums[s] = fh_checksum(p, size);
+	}
+	/* the even rank speaks first: the out-of-band channel is a stream */
+	size_t sums = sizeof(uint64_t) * (size_t)o->window;
+	if (r->rank & 1 ? fh_oob_recv(r, peer, rx.sums, sums) || fh_oob_send(r, peer, tx.sums, sums)
+		       : fh_oob_send(r, peer, tx.sums, sums) || fh_oob_recv(r, peer, rx.sums, sums))
+		return FH_FAIL;
+	ncclResult_t rc = fh_buf_reg(net, &tx.buf, sc, 0);
+	if (rc == ncclSuccess)
+		rc = fh_buf_reg(net, &rx.buf, rcomm, 0);
+	if (rc != ncclSuccess)
+		return fh_fail(r, "regMr(%zu bytes) returned %s", tx.buf.size, fh_result_str(rc));
+
+	/* calibration as in pf_size; rank 0 decides */
+	int64_t n = o->iters;
+	int64_t batch = 2 * (int64_t)o->window;
+	for (;;) {
+		if (pf_pair_barrier(r))
+			return FH_FAIL;
+		double t0 = fh_now();
+		if (pf_run_bidir(&tx, &rx, batch))
+			return FH_FAIL;
+		double t = fh_now() - t0;
+		if (pf_check_slot(&rx, batch - 1, "last warm-up"))
+			return FH_FAIL;
+		int64_t next;
+		if (r->rank == 0) {
+			double enough = o->duration < 0.8 ? o->duration / 4 : 0.2;
+			if (n > 0) {
+				next = -n;
+			} else if (t >= enough || batch >= 1000000) {
+				double want = o->duration * (double)batch / (t > 0 ? t : 1e-9);
+				next = -(want < (double)o->window ? o->window
+				         : want > 1e7 ? 10000000 : (int64_t)want);
+			} else {
+				next = batch * (t < enough / 8 ? 8 : 2);
+			}
+			if (fh_oob_send(r, peer, &next, sizeof(next)))
+				return FH_FAIL;
+		} else if (fh_oob_recv(r, peer, &next, sizeof(next))) {
+			return FH_FAIL;
+		}
+		if (next < 0) {
+			n = -next;
+			break;
+		}
+		batch = next;
+	}
+
+	fh_stage(r, "both ways: %zu bytes x %lld", size, (long long)n);
+	if (pf_pair_barrier(r))
+		return FH_FAIL;
+	double t0 = fh_now();
+	if (pf_run_bidir(&tx, &rx, n))
+		return FH_FAIL;
+	double secs = fh_now() - t0;
+	if (pf_check_slot(&rx, n - 1, "last"))
+		return FH_FAIL;
+	double other = 0;
+	if (r->rank & 1 ? fh_oob_recv(r, peer, &other, sizeof(other)) ||
+				  fh_oob_send(r, peer, &secs, sizeof(secs))
+			: fh_oob_send(r, peer, &secs, sizeof(secs)) ||
+				  fh_oob_recv(r, peer, &other, sizeof(other)))
+		return FH_FAIL;
+	res->iters = n;
+	res->seconds = secs > other ? secs : other;
+	rc = fh_buf_dereg(net, &tx.buf);
+	if (rc == ncclSuccess)
+		rc = fh_buf_dereg(net, &rx.buf);
+	fh_buf_free(&tx.buf);
+	fh_buf_free(&rx.buf);
 	if (rc != ncclSuccess)
 		return fh_fail(r, "deregMr() returned %s", fh_result_str(rc));
 	return FH_OK;
@@ -1134,8 +1271,8 @@ static int pf_rank(fh_rank_t *r, void *arg)
 	memset(&prails, 0, sizeof(prails));
 	if (use_plugin) {
 		/* ping-pong needs both directions, bandwidth one */
-		int send_to = o->latency || r->rank == 0 ? peer : -1;
-		int recv_from = o->latency || r->rank == 1 ? peer : -1;
+		int send_to = o->latency || o->bidir || r->rank == 0 ? peer : -1;
+		int recv_from = o->latency || o->bidir || r->rank == 1 ? peer : -1;
 		if (fh_link(r, net, o->dev, send_to, recv_from, &sc, &rcomm))
 			return FH_FAIL;
 		plugin_path.comm = r->rank == 0 ? sc : rcomm;
@@ -1189,6 +1326,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		if (o->latency)
 			printf("# latency: ping-pong, window 1, half the round trip; %s%s\n",
 			       o->iters ? "fixed iterations" : "timed", alt);
+		else if (o->bidir)
+			printf("# both ways: each rank sends and receives at once, window %d each way, "
+			       "%s; GB/s per direction, the slower rank's time\n", o->window,
+			       o->iters ? "fixed iterations" : "timed");
 		else if (o->rounds > 1)
 			printf("# window %d, %s%s; %d rounds per size, each path's median round "
 			       "and the median of the rounds' ratios\n",
@@ -1216,6 +1357,9 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			if (use_plugin && pf_pp_size(r, &plugin_path, sc, rcomm, o, size, &pres))
 				return FH_FAIL;
 			if (use_raw && pf_pp_size(r, &raw_path, NULL, NULL, o, size, &rres))
+				return FH_FAIL;
+		} else if (o->bidir) {
+			if (pf_bidir_size(r, net, sc, rcomm, o, size, &pres))
 				return FH_FAIL;
 		} else {
 			/* each round a share of the duration, the paths in turn */
@@ -1268,8 +1412,8 @@ static int pf_rank(fh_rank_t *r, void *arg)
 		fflush(stdout);
 		const struct pf_result *raw_res = use_raw ? &rres : NULL;
 		if (csv && use_plugin)
-			pf_csv_row(csv, "plugin", prov, p.name, o->version, size, o->window, &pres,
-				   prails.rails, vs);
+			pf_csv_row(csv, o->bidir ? "plugin-bidir" : "plugin", prov, p.name, o->version,
+				   size, o->window, &pres, prails.rails, vs);
 		if (csv && use_raw)
 			pf_csv_row(csv, o->raw_op == PF_RAW_WRITE ? "raw-write" : "raw",
 				   pf_raw_provider(raw_path.raw),
@@ -1307,8 +1451,9 @@ static void pf_usage(FILE *f)
 	fprintf(f,
 		"usage: nccl-fabric-perf [options]\n"
 		"One-direction bandwidth between two local processes through the NCCL net\n"
-		"plugin (rank 0 isend, rank 1 irecv), loaded as NCCL loads it; or, with\n"
-		"--latency, ping-pong latency (half the round trip).\n\n"
+		"plugin (rank 0 isend, rank 1 irecv), loaded as NCCL loads it; with --bidir\n"
+		"both ways at once; or, with --latency, ping-pong latency (half the round\n"
+		"trip).\n\n"
 		"  --plugin PATH     plugin (default: $NCCL_NET_PLUGIN if it has a '/', else\n"
 		"                    <exe dir>/../lib/" FH_PLUGIN_FILE ")\n"
 		"  --provider NAME   set NCCL_FABRIC_PROVIDER=NAME (tcp, shm, ...)\n"
@@ -1335,6 +1480,10 @@ static void pf_usage(FILE *f)
 		"  --loopback        set FI_{TCP,UDP,SOCKETS,NET}_IFACE=lo when unset\n"
 		"  --sizes LIST      message sizes, e.g. 64K,1M,4M,64M (the default)\n"
 		"  --window W        messages in flight (default 8)\n"
+		"  --bidir           both ways at once: each rank isends to the other and\n"
+		"                    irecvs from it, a window each way, as NCCL's send/recv\n"
+		"                    and alltoall do; GB/s per direction, the slower rank's\n"
+		"                    time; every slot's pattern checked each way. Plugin only\n"
 		"  --latency         ping-pong instead: one message each way at a time, half\n"
 		"                    the round trip in microseconds (sizes default 8,1K,64K);\n"
 		"                    with --compare also raw libfabric and plugin-raw\n"
@@ -1368,7 +1517,7 @@ int main(int argc, char **argv)
 	o.rounds = 1;
 	enum { O_PLUGIN = 256, O_PROVIDER, O_LOOPBACK, O_SIZES, O_WINDOW, O_ITERS, O_DURATION,
 	       O_CSV, O_VERSION, O_DEV, O_RAW, O_COMPARE, O_LATENCY, O_STRIPE, O_RAW_OP,
-	       O_ROUNDS, O_HELP };
+	       O_ROUNDS, O_BIDIR, O_HELP };
 	static const struct option longopts[] = {
 		{"plugin", required_argument, NULL, O_PLUGIN},
 		{"provider", required_argument, NULL, O_PROVIDER},
@@ -1386,6 +1535,7 @@ int main(int argc, char **argv)
 		{"stripe", required_argument, NULL, O_STRIPE},
 		{"raw-op", required_argument, NULL, O_RAW_OP},
 		{"rounds", required_argument, NULL, O_ROUNDS},
+		{"bidir", no_argument, NULL, O_BIDIR},
 		{"help", no_argument, NULL, O_HELP},
 		{NULL, 0, NULL, 0},
 	};
@@ -1418,6 +1568,7 @@ int main(int argc, char **argv)
 		case O_RAW: raw = 1; break;
 		case O_COMPARE: compare = 1; break;
 		case O_LATENCY: o.latency = 1; break;
+		case O_BIDIR: o.bidir = 1; break;
 		case O_ROUNDS: {
 			char *end = NULL;
 			long v = strtol(optarg, &end, 10);
@@ -1471,6 +1622,11 @@ int main(int argc, char **argv)
 	}
 	if (o.raw_op == PF_RAW_WRITE && o.latency) {
 		fprintf(stderr, "--raw-op write measures bandwidth; it does not go with --latency\n");
+		return 2;
+	}
+	if (o.bidir && (raw || compare || stripe || o.latency || o.rounds > 1)) {
+		fprintf(stderr, "--bidir measures the plugin alone; it does not go with --raw, "
+			"--compare, --stripe, --latency or --rounds\n");
 		return 2;
 	}
 	if (stripe && o.latency) {
