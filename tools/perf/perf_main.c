@@ -270,64 +270,112 @@ static uint64_t pf_raw_tag(int64_t i)
 	return (uint64_t)i & 0x3fffffffu; /* far more than ever in flight */
 }
 
+/* Raw path, one pass: posts what the window allows, into slots base +
+ * (i % window) of the endpoint's operation contexts (a two-way run gives each
+ * direction its own range). */
+static int pf_raw_post_step(struct pf_ctx *c, int is_send, struct pf_loop *l, int base,
+			    int *progress)
+{
+	while (l->posted < l->n) {
+		int slot = (int)(l->posted % c->window);
+		if (c->busy[slot])
+			break;
+		unsigned char *p = pf_slot(c, l->posted);
+		/* Poison the last message's slot: stale bytes must not pass. */
+		if (!is_send && l->posted == l->n - 1 && l->posted > 0)
+			memset(p, 0xee, c->size);
+		int rc = pf_raw_post(c->r, c->raw, is_send, base + slot, p, c->size, c->raw_desc,
+				     pf_raw_tag(l->posted));
+		if (rc < 0)
+			return FH_FAIL;
+		if (rc > 0)
+			break; /* -FI_EAGAIN: read completions, then retry */
+		c->busy[slot] = 1;
+		c->slot_msg[slot] = l->posted;
+		l->posted++;
+		*progress = 1;
+	}
+	return FH_OK;
+}
+
+/* The completion d of c's slot (relative to its range). */
+static int pf_raw_complete(struct pf_ctx *c, int is_send, struct pf_loop *l,
+			   const pf_raw_done_t *d, int slot)
+{
+	if (d->kind != PF_RAW_DONE)
+		return fh_fail(c->r, "raw: a write's or credit's completion in send mode");
+	if (slot < 0 || slot >= c->window || !c->busy[slot])
+		return fh_fail(c->r, "raw: completion for slot %d, which has nothing in flight",
+			       slot);
+	int64_t msg = c->slot_msg[slot];
+	if (!is_send) {
+		if (d->len != c->size)
+			return fh_fail(c->r, "raw: message #%lld completed with %zu bytes, expected %zu",
+				       (long long)msg, d->len, c->size);
+		if (d->tag != pf_raw_tag(msg))
+			return fh_fail(c->r, "raw: the receive for message #%lld matched tag %llu",
+				       (long long)msg, (unsigned long long)d->tag);
+		if (msg == 0 && pf_check_slot(c, 0, "first"))
+			return FH_FAIL;
+	}
+	c->busy[slot] = 0;
+	l->done++;
+	return FH_OK;
+}
+
 static int pf_run_raw(struct pf_ctx *c, int is_send, int64_t n)
 {
-	int64_t posted = 0, done = 0;
+	struct pf_loop l = {0, 0, n};
 	struct pf_pace pace;
 	pf_pace_start(&pace);
 	memset(c->busy, 0, sizeof(c->busy));
-	while (done < n) {
+	while (l.done < n) {
 		int progress = 0;
-		while (posted < n) {
-			int slot = (int)(posted % c->window);
-			if (c->busy[slot])
-				break;
-			unsigned char *p = pf_slot(c, posted);
-			/* Poison the last message's slot: stale bytes must not pass. */
-			if (!is_send && posted == n - 1 && posted > 0)
-				memset(p, 0xee, c->size);
-			int rc = pf_raw_post(c->r, c->raw, is_send, slot, p, c->size, c->raw_desc,
-					     pf_raw_tag(posted));
-			if (rc < 0)
-				return FH_FAIL;
-			if (rc > 0)
-				break; /* -FI_EAGAIN: read completions, then retry */
-			c->busy[slot] = 1;
-			c->slot_msg[slot] = posted;
-			posted++;
-			progress = 1;
-		}
+		if (pf_raw_post_step(c, is_send, &l, 0, &progress))
+			return FH_FAIL;
 		pf_raw_done_t d[16];
 		int got = pf_raw_poll(c->r, c->raw, d, 16);
 		if (got < 0)
 			return FH_FAIL;
 		for (int k = 0; k < got; k++) {
-			int slot = d[k].slot;
-			if (d[k].kind != PF_RAW_DONE)
-				return fh_fail(c->r, "raw: a write's or credit's completion in send mode");
-			if (slot >= c->window || !c->busy[slot])
-				return fh_fail(c->r, "raw: completion for slot %d, which has nothing "
-						     "in flight",
-					       slot);
-			int64_t msg = c->slot_msg[slot];
-			if (!is_send) {
-				if (d[k].len != c->size)
-					return fh_fail(c->r, "raw: message #%lld completed with %zu "
-							     "bytes, expected %zu",
-						       (long long)msg, d[k].len, c->size);
-				if (d[k].tag != pf_raw_tag(msg))
-					return fh_fail(c->r, "raw: the receive for message #%lld "
-							     "matched tag %llu",
-						       (long long)msg, (unsigned long long)d[k].tag);
-				if (msg == 0 && pf_check_slot(c, 0, "first"))
-					return FH_FAIL;
-			}
-			c->busy[slot] = 0;
-			done++;
+			if (pf_raw_complete(c, is_send, &l, &d[k], d[k].slot))
+				return FH_FAIL;
 			progress = 1;
 		}
-		pf_pace_step(c, &pace, progress, is_send ? "raw: sending" : "raw: receiving", done,
+		pf_pace_step(c, &pace, progress, is_send ? "raw: sending" : "raw: receiving", l.done,
 			     n);
+	}
+	return FH_OK;
+}
+
+/* --bidir over raw libfabric: sends in slots 0..window-1, receives in
+ * window..2*window-1 of the one endpoint, both on one thread. */
+static int pf_run_raw_bidir(struct pf_ctx *tx, struct pf_ctx *rx, int64_t n)
+{
+	struct pf_loop ls = {0, 0, n}, lr = {0, 0, n};
+	struct pf_pace pace;
+	pf_pace_start(&pace);
+	memset(tx->busy, 0, sizeof(tx->busy));
+	memset(rx->busy, 0, sizeof(rx->busy));
+	while (ls.done < n || lr.done < n) {
+		int progress = 0;
+		if (pf_raw_post_step(tx, 1, &ls, 0, &progress) ||
+		    pf_raw_post_step(rx, 0, &lr, tx->window, &progress))
+			return FH_FAIL;
+		pf_raw_done_t d[16];
+		int got = pf_raw_poll(tx->r, tx->raw, d, 16);
+		if (got < 0)
+			return FH_FAIL;
+		for (int k = 0; k < got; k++) {
+			int rc = d[k].slot < tx->window ?
+					 pf_raw_complete(tx, 1, &ls, &d[k], d[k].slot) :
+					 pf_raw_complete(rx, 0, &lr, &d[k], d[k].slot - tx->window);
+			if (rc)
+				return FH_FAIL;
+			progress = 1;
+		}
+		pf_pace_step(rx, &pace, progress, "raw: sending and receiving", ls.done + lr.done,
+			     2 * n);
 	}
 	return FH_OK;
 }
@@ -572,17 +620,27 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
  * and the first and last message each way are checked, as in pf_size. Each
  * rank times from a common start to its last completion; the result is the
  * slower rank's. */
-static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
+static int pf_bidir_run(struct pf_ctx *tx, struct pf_ctx *rx, int64_t n)
+{
+	return tx->raw ? pf_run_raw_bidir(tx, rx, n) : pf_run_bidir(tx, rx, n);
+}
+
+static int pf_bidir_size(fh_rank_t *r, const struct pf_path *path, void *sc, void *rcomm,
 			 const struct pf_opts *o, size_t size, struct pf_result *res)
 {
 	int peer = r->rank ^ 1;
+	fh_net_t *net = path->net;
 	struct pf_ctx tx, rx;
 	memset(&tx, 0, sizeof(tx));
 	memset(&rx, 0, sizeof(rx));
 	tx.r = rx.r = r;
 	tx.net = rx.net = net;
+	tx.raw = rx.raw = path->raw;
 	tx.comm = sc;
 	rx.comm = rcomm;
+	if (tx.raw && size > pf_raw_max_msg_size(tx.raw))
+		return fh_fail(r, "raw: %zu-byte messages exceed the provider's max_msg_size (%zu)",
+			       size, pf_raw_max_msg_size(tx.raw));
 	tx.size = rx.size = size;
 	tx.window = rx.window = o->window;
 	if (fh_buf_alloc(&tx.buf, size * (size_t)o->window, 0) ||
@@ -598,11 +656,19 @@ static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
 	if (r->rank & 1 ? fh_oob_recv(r, peer, rx.sums, sums) || fh_oob_send(r, peer, tx.sums, sums)
 		       : fh_oob_send(r, peer, tx.sums, sums) || fh_oob_recv(r, peer, rx.sums, sums))
 		return FH_FAIL;
-	ncclResult_t rc = fh_buf_reg(net, &tx.buf, sc, 0);
-	if (rc == ncclSuccess)
-		rc = fh_buf_reg(net, &rx.buf, rcomm, 0);
-	if (rc != ncclSuccess)
-		return fh_fail(r, "regMr(%zu bytes) returned %s", tx.buf.size, fh_result_str(rc));
+	ncclResult_t rc = ncclSuccess;
+	if (tx.raw) {
+		if (pf_raw_reg(r, tx.raw, tx.buf.ptr, tx.buf.size, &tx.raw_mr, &tx.raw_desc) ||
+		    pf_raw_reg(r, rx.raw, rx.buf.ptr, rx.buf.size, &rx.raw_mr, &rx.raw_desc))
+			return FH_FAIL;
+	} else {
+		rc = fh_buf_reg(net, &tx.buf, sc, 0);
+		if (rc == ncclSuccess)
+			rc = fh_buf_reg(net, &rx.buf, rcomm, 0);
+		if (rc != ncclSuccess)
+			return fh_fail(r, "regMr(%zu bytes) returned %s", tx.buf.size,
+				       fh_result_str(rc));
+	}
 
 	/* calibration as in pf_size; rank 0 decides */
 	int64_t n = o->iters;
@@ -611,7 +677,7 @@ static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
 		if (pf_pair_barrier(r))
 			return FH_FAIL;
 		double t0 = fh_now();
-		if (pf_run_bidir(&tx, &rx, batch))
+		if (pf_bidir_run(&tx, &rx, batch))
 			return FH_FAIL;
 		double t = fh_now() - t0;
 		if (pf_check_slot(&rx, batch - 1, "last warm-up"))
@@ -640,11 +706,11 @@ static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
 		batch = next;
 	}
 
-	fh_stage(r, "both ways: %zu bytes x %lld", size, (long long)n);
+	fh_stage(r, "%sboth ways: %zu bytes x %lld", tx.raw ? "raw: " : "", size, (long long)n);
 	if (pf_pair_barrier(r))
 		return FH_FAIL;
 	double t0 = fh_now();
-	if (pf_run_bidir(&tx, &rx, n))
+	if (pf_bidir_run(&tx, &rx, n))
 		return FH_FAIL;
 	double secs = fh_now() - t0;
 	if (pf_check_slot(&rx, n - 1, "last"))
@@ -657,6 +723,12 @@ static int pf_bidir_size(fh_rank_t *r, fh_net_t *net, void *sc, void *rcomm,
 		return FH_FAIL;
 	res->iters = n;
 	res->seconds = secs > other ? secs : other;
+	if (tx.raw) {
+		int st = pf_raw_dereg(r, tx.raw, tx.raw_mr) | pf_raw_dereg(r, rx.raw, rx.raw_mr);
+		fh_buf_free(&tx.buf);
+		fh_buf_free(&rx.buf);
+		return st ? FH_FAIL : FH_OK;
+	}
 	rc = fh_buf_dereg(net, &tx.buf);
 	if (rc == ncclSuccess)
 		rc = fh_buf_dereg(net, &rx.buf);
@@ -1328,8 +1400,10 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			       o->iters ? "fixed iterations" : "timed", alt);
 		else if (o->bidir)
 			printf("# both ways: each rank sends and receives at once, window %d each way, "
-			       "%s; GB/s per direction, the slower rank's time\n", o->window,
-			       o->iters ? "fixed iterations" : "timed");
+			       "%s%s; GB/s per direction, the slower rank's time%s\n", o->window,
+			       o->iters ? "fixed iterations" : "timed", alt,
+			       o->rounds > 1 ? "; each path's median round and the median of the "
+					       "rounds' ratios" : "");
 		else if (o->rounds > 1)
 			printf("# window %d, %s%s; %d rounds per size, each path's median round "
 			       "and the median of the rounds' ratios\n",
@@ -1358,9 +1432,6 @@ static int pf_rank(fh_rank_t *r, void *arg)
 				return FH_FAIL;
 			if (use_raw && pf_pp_size(r, &raw_path, NULL, NULL, o, size, &rres))
 				return FH_FAIL;
-		} else if (o->bidir) {
-			if (pf_bidir_size(r, net, sc, rcomm, o, size, &pres))
-				return FH_FAIL;
 		} else {
 			/* each round a share of the duration, the paths in turn */
 			struct pf_opts ro = *o;
@@ -1368,9 +1439,13 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			memset(pr, 0, sizeof(pr));
 			memset(rr, 0, sizeof(rr));
 			for (int k = 0; k < o->rounds; k++) {
-				if (use_plugin && pf_size(r, &plugin_path, &ro, size, &pr[k]))
+				if (use_plugin && (o->bidir ? pf_bidir_size(r, &plugin_path, sc, rcomm,
+									    &ro, size, &pr[k]) :
+							      pf_size(r, &plugin_path, &ro, size, &pr[k])))
 					return FH_FAIL;
-				if (use_raw && pf_size(r, &raw_path, &ro, size, &rr[k]))
+				if (use_raw && (o->bidir ? pf_bidir_size(r, &raw_path, NULL, NULL, &ro,
+									 size, &rr[k]) :
+							   pf_size(r, &raw_path, &ro, size, &rr[k])))
 					return FH_FAIL;
 			}
 			pres = pf_median(size, pr, o->rounds);
@@ -1415,7 +1490,7 @@ static int pf_rank(fh_rank_t *r, void *arg)
 			pf_csv_row(csv, o->bidir ? "plugin-bidir" : "plugin", prov, p.name, o->version,
 				   size, o->window, &pres, prails.rails, vs);
 		if (csv && use_raw)
-			pf_csv_row(csv, o->raw_op == PF_RAW_WRITE ? "raw-write" : "raw",
+			pf_csv_row(csv, o->bidir ? "raw-bidir" : o->raw_op == PF_RAW_WRITE ? "raw-write" : "raw",
 				   pf_raw_provider(raw_path.raw),
 				   pf_raw_domain(raw_path.raw), 0, size, o->window, &rres, 0, 0);
 		if (csv && use_stripe)
@@ -1483,7 +1558,8 @@ static void pf_usage(FILE *f)
 		"  --bidir           both ways at once: each rank isends to the other and\n"
 		"                    irecvs from it, a window each way, as NCCL's send/recv\n"
 		"                    and alltoall do; GB/s per direction, the slower rank's\n"
-		"                    time; every slot's pattern checked each way. Plugin only\n"
+		"                    time; every slot's pattern checked each way. With\n"
+		"                    --compare (and --rounds) raw libfabric both ways too\n"
 		"  --latency         ping-pong instead: one message each way at a time, half\n"
 		"                    the round trip in microseconds (sizes default 8,1K,64K);\n"
 		"                    with --compare also raw libfabric and plugin-raw\n"
@@ -1624,9 +1700,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "--raw-op write measures bandwidth; it does not go with --latency\n");
 		return 2;
 	}
-	if (o.bidir && (raw || compare || stripe || o.latency || o.rounds > 1)) {
-		fprintf(stderr, "--bidir measures the plugin alone; it does not go with --raw, "
-			"--compare, --stripe, --latency or --rounds\n");
+	if (o.bidir && (stripe || o.latency || o.raw_op == PF_RAW_WRITE)) {
+		fprintf(stderr, "--bidir moves tagged messages both ways; it does not go with "
+			"--stripe, --latency or --raw-op write\n");
+		return 2;
+	}
+	if (o.bidir && (raw || compare) && o.window > PF_RAW_MAX_OPS / 2) {
+		fprintf(stderr, "--bidir with raw libfabric: window 1..%d (one range of operations "
+			"each way)\n", PF_RAW_MAX_OPS / 2);
 		return 2;
 	}
 	if (stripe && o.latency) {
