@@ -494,6 +494,32 @@ static int pf_run(struct pf_ctx *c, int is_send, int64_t n)
 
 /* ------------------------------------------------------------ one size */
 
+/* The sender's slots, each with its own pattern for the whole run, and their
+ * checksums (pf_check_slot's seeds). */
+static void pf_fill_slots(struct pf_ctx *c)
+{
+	for (int s = 0; s < c->window; s++) {
+		unsigned char *p = c->buf.ptr + (size_t)s * c->size;
+		fh_pattern_fill(p, c->size, fh_mix64((uint64_t)c->size * 977 + (uint64_t)s));
+		c->sums[s] = fh_checksum(p, c->size);
+	}
+}
+
+/* Calibration's next step after a warm-up batch that took t seconds: the
+ * next batch (> 0), or the final count as -count (n > 0: --iters). */
+static int64_t pf_next_batch(const struct pf_opts *o, int64_t n, int64_t batch, double t)
+{
+	double enough = o->duration < 0.8 ? o->duration / 4 : 0.2;
+	if (n > 0)
+		return -n;
+	if (t >= enough || batch >= 1000000) {
+		double want = o->duration * (double)batch / (t > 0 ? t : 1e-9);
+		return -(want < (double)o->window ? o->window
+			 : want > 1e7 ? 10000000 : (int64_t)want);
+	}
+	return batch * (t < enough / 8 ? 8 : 2);
+}
+
 static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opts *o, size_t size,
 		   struct pf_result *res)
 {
@@ -516,11 +542,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 	/* Every slot holds its own pattern for the whole run; the sender tells
 	 * the receiver the checksums. */
 	if (is_send) {
-		for (int s = 0; s < o->window; s++) {
-			unsigned char *p = c.buf.ptr + (size_t)s * size;
-			fh_pattern_fill(p, size, fh_mix64((uint64_t)size * 977 + (uint64_t)s));
-			c.sums[s] = fh_checksum(p, size);
-		}
+		pf_fill_slots(&c);
 		if (fh_oob_send(r, peer, c.sums, sizeof(uint64_t) * (size_t)o->window))
 			return FH_FAIL;
 	} else if (fh_oob_recv(r, peer, c.sums, sizeof(uint64_t) * (size_t)o->window)) {
@@ -561,16 +583,7 @@ static int pf_size(fh_rank_t *r, const struct pf_path *path, const struct pf_opt
 		if (!is_send) {
 			if (pf_check_slot(&c, batch - 1, "last warm-up"))
 				return FH_FAIL;
-			double enough = o->duration < 0.8 ? o->duration / 4 : 0.2;
-			if (n > 0) {
-				next = -n;
-			} else if (t >= enough || batch >= 1000000) {
-				double want = o->duration * (double)batch / (t > 0 ? t : 1e-9);
-				next = -(want < (double)o->window ? o->window
-				         : want > 1e7 ? 10000000 : (int64_t)want);
-			} else {
-				next = batch * (t < enough / 8 ? 8 : 2);
-			}
+			next = pf_next_batch(o, n, batch, t);
 			if (fh_oob_send(r, peer, &next, sizeof(next)))
 				return FH_FAIL;
 		} else if (fh_oob_recv(r, peer, &next, sizeof(next))) {
@@ -646,11 +659,7 @@ static int pf_bidir_size(fh_rank_t *r, const struct pf_path *path, void *sc, voi
 	if (fh_buf_alloc(&tx.buf, size * (size_t)o->window, 0) ||
 	    fh_buf_alloc(&rx.buf, size * (size_t)o->window, 0))
 		return fh_fail(r, "cannot map 2 x %zu x %d bytes", size, o->window);
-	for (int s = 0; s < o->window; s++) {
-		unsigned char *p = tx.buf.ptr + (size_t)s * size;
-		fh_pattern_fill(p, size, fh_mix64((uint64_t)size * 977 + (uint64_t)s));
-		tx.sums[s] = fh_checksum(p, size);
-	}
+	pf_fill_slots(&tx);
 	/* the even rank speaks first: the out-of-band channel is a stream */
 	size_t sums = sizeof(uint64_t) * (size_t)o->window;
 	if (r->rank & 1 ? fh_oob_recv(r, peer, rx.sums, sums) || fh_oob_send(r, peer, tx.sums, sums)
@@ -684,16 +693,7 @@ static int pf_bidir_size(fh_rank_t *r, const struct pf_path *path, void *sc, voi
 			return FH_FAIL;
 		int64_t next;
 		if (r->rank == 0) {
-			double enough = o->duration < 0.8 ? o->duration / 4 : 0.2;
-			if (n > 0) {
-				next = -n;
-			} else if (t >= enough || batch >= 1000000) {
-				double want = o->duration * (double)batch / (t > 0 ? t : 1e-9);
-				next = -(want < (double)o->window ? o->window
-				         : want > 1e7 ? 10000000 : (int64_t)want);
-			} else {
-				next = batch * (t < enough / 8 ? 8 : 2);
-			}
+			next = pf_next_batch(o, n, batch, t);
 			if (fh_oob_send(r, peer, &next, sizeof(next)))
 				return FH_FAIL;
 		} else if (fh_oob_recv(r, peer, &next, sizeof(next))) {
