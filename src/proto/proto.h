@@ -289,7 +289,8 @@ struct proto_send {
 	uint64_t early[PROTO_EARLY_MAX];
 	size_t early_size[PROTO_EARLY_MAX];
 	int nearly;
-	/* Messages handed to the provider, and how many of them the receiver
+	/* Messages handed to the provider (less writes whose pieces were
+	 * dropped: see send_pieces_end), and how many of them the receiver
 	 * said it took (its pongs). closeSend waits (bounded) until the receiver
 	 * took them all, asking by ping: a provider may drop unmatched data of a
 	 * peer that disconnected (native tcp does), and unread bytes in a stream

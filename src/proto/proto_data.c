@@ -160,6 +160,9 @@ static void send_pieces_end(struct proto_send *s, struct proto_send_req *q, int 
 	}
 	atomic_fetch_add(&q->h.ncomplete, q->pieces - q->cursor);
 	q->cursor = q->pieces;
+	/* the receiver will never take this message: closeSend must not wait
+	 * for it (see proto_send.sent) */
+	atomic_fetch_sub(&s->sent, 1);
 }
 
 /* Posts more of a write whose pieces the provider refused for a moment;
@@ -445,8 +448,13 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			proto_req_fail(r, -FI_EMSGSIZE);
 			q->abort_size = size;
 		}
+		/* counted before posting: a write whose later pieces are dropped
+		 * at once (send_pieces_end) takes its count back */
+		atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
 		rc = send_post(s, q, rail, data, mr,
 			       proto_tag_data(lay, s->remote_id, seq, tag), &cts);
+		if (rc)
+			atomic_fetch_sub_explicit(&s->sent, 1, memory_order_relaxed);
 	}
 	if (rc && q)
 		proto_req_put(r);
@@ -470,7 +478,6 @@ int net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
 			 ofi_strerror((int)rc));
 		return ofi_err_sys((int)rc);
 	}
-	atomic_fetch_add_explicit(&s->sent, 1, memory_order_relaxed);
 	LOG_TRACE(NCCL_NET, "isend %zu bytes tag %d seq %u to %s on rail %d, %d piece(s) (%s)", size,
 		  tag, seq, s->peer_text, rail, q->pieces,
 		  q->how == PROTO_SEND_EAGER ? "eager" : q->how == PROTO_SEND_EARLY ? "early" :

@@ -337,6 +337,87 @@ static int ck_close_inflight(ck_t *ck)
 	return ck_fresh_link_works(ck, 97);
 }
 
+/* A write whose later pieces the provider refused for a moment and whose
+ * buffer is deregistered before any test() posts them again: they never will
+ * be, so the receiver never takes that message. The sender's closeSend, which
+ * waits (bounded) until the receiver took what it was sent, must not wait for
+ * that one while the receiver keeps its comm open. Over a provider that takes
+ * every piece nothing is dropped and the case checks the plain close;
+ * NCCL_FABRIC_CHECK_DROPPED=1 (with TESTHMEM_BUSY_WRITES, two rails) fails
+ * when no piece was dropped. */
+static int ck_close_dropped(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	void *sc = NULL, *rc = NULL;
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	size_t len = ck_cap(ck, 1 * MiB);
+	fh_buf_t b;
+	fh_op_t op;
+	if (fh_buf_alloc(&b, len, 4096))
+		return fh_fail(r, "cannot map a buffer");
+	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
+		return FH_FAIL;
+	if (me == 0) {
+		fh_pattern_fill(b.ptr, len, ck_seed(ck, 0, 1, 99, 0));
+		fh_op_send(&op, sc, b.ptr, len, CK_TAG, b.mh);
+	} else {
+		fh_op_recv(&op, rc, b.ptr, len, CK_TAG, b.mh);
+		if (ck_post_for(ck, &op, 10.0 * r->timeout_mult))
+			return FH_FAIL;
+		if (op.state != FH_OP_POSTED)
+			return fh_fail(r, "irecv of %zu bytes gave no request in %.0f s", len,
+				       10.0 * r->timeout_mult);
+	}
+	if (fh_oob_barrier(r)) /* the receive is posted: its CTS is on the way */
+		return FH_FAIL;
+	if (me == 0) {
+		/* posted once the CTS is here; nothing tests it after that */
+		if (ck_post_for(ck, &op, 10.0 * r->timeout_mult))
+			return FH_FAIL;
+		if (op.state != FH_OP_POSTED)
+			return fh_fail(r, "isend of %zu bytes gave no request in %.0f s", len,
+				       10.0 * r->timeout_mult);
+		char dropped[2048], waited[2048];
+		fh_log_keep("never will be");
+		if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() with the send in flight"))
+			return FH_FAIL;
+		int drop = fh_log_kept(dropped, sizeof(dropped));
+		fh_log_keep("closing anyway");
+		double t0 = fh_now();
+		if (ck_ok(ck, fh_net_close_send(net, sc), "closeSend() with the send in flight"))
+			return FH_FAIL;
+		double dt = fh_now() - t0;
+		int waited_in_vain = fh_log_kept(waited, sizeof(waited));
+		fh_log_keep(NULL);
+		if (waited_in_vain)
+			return fh_fail(r, "closeSend waited %.1f s for a message %s: %s", dt,
+				       drop ? "whose pieces were dropped" : "the receiver took no part of",
+				       waited);
+		const char *want = getenv("NCCL_FABRIC_CHECK_DROPPED");
+		if (want && atoi(want) == 1 && !drop)
+			return fh_fail(r, "no piece of the %zu-byte write was dropped at deregMr "
+					  "(NCCL_FABRIC_CHECK_DROPPED=1: a provider that refuses writes "
+					  "and two rails are needed)", len);
+		fh_note(r, "%s; closeSend took %.2f s with the receiver's comm open",
+			drop ? "pieces dropped at deregMr" : "no piece dropped (the provider took them all)",
+			dt);
+	}
+	if (fh_oob_barrier(r)) /* the sender has closed */
+		return FH_FAIL;
+	if (me == 1) {
+		if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() with the receive in flight") ||
+		    ck_ok(ck, fh_net_close_recv(net, rc), "closeRecv() with the receive in flight"))
+			return FH_FAIL;
+	}
+	fh_buf_free(&b);
+	if (fh_oob_barrier(r))
+		return FH_FAIL;
+	return ck_fresh_link_works(ck, 98);
+}
+
 /* arg rounds of a close with what `who` posted in flight (every 4th round
  * the sender's too), then a new connection moves data: nothing such a close
  * takes from the provider (its receive entries, above all) may stay taken. */
@@ -874,6 +955,10 @@ static const ck_case_t ck_errors[] = {
 	 0, 0, ck_close_inflight, 2},
 	{"close-inflight/sends", "close with sends in flight that no receive matches", 2, ALLV, 0,
 	 0, ck_close_inflight, 1},
+	{"close-inflight/dropped", "a 1 MiB write's refused pieces dropped at deregMr: closeSend "
+				   "does not wait for the receiver to take that message; then a new "
+				   "connection works (NCCL_FABRIC_CHECK_DROPPED=1 insists on a drop)",
+	 2, ALLV, 0, 0, ck_close_dropped, 0},
 	{"close-inflight/1000", "1000 closes with receives in flight (every 4th with sends too), "
 				"then a new connection moves data",
 	 2, ALLV, 0, 0, ck_close_inflight_many, 1000},
