@@ -63,8 +63,11 @@
 #                       provider (NETNS_PERF_PROVIDERS, default 'default tcp
 #                       tcp;ofi_rxm'; NETNS_PERF_SIZES; NETNS_PERF_RAW_OP=write:
 #                       raw RMA writes as the baseline; NETNS_PERF_LOOPBACK=0:
-#                       no loopback rows), and one python3 TCP stream: the
-#                       link's raw rate. Rows into netns-perf.csv. FABRIC_PERF:
+#                       no loopback rows; NETNS_PERF_ARGS: more options,
+#                       e.g. "--bidir --rounds 3": both ways at once, the
+#                       paths alternating in rounds), and one python3 TCP
+#                       stream: the link's raw rate. Rows into netns-perf.csv
+#                       (--bidir's paths are plugin-bidir, raw-bidir). FABRIC_PERF:
 #                       the binary (default: bin/ beside the plugin's lib/).
 #                       Not in 'all'
 #   plot                merge the sweep CSVs, print a table, draw busbw.png
@@ -921,6 +924,9 @@ stage_netns_perf() {
 		for link in "$rate" loopback; do
 			[[ $link == loopback && ${NETNS_PERF_LOOPBACK:-1} == 0 ]] && continue
 			local -a args=(--compare --raw-op "${NETNS_PERF_RAW_OP:-send}" --sizes "${NETNS_PERF_SIZES:-64K,1M,4M,64M}")
+			local -a extra
+			read -r -a extra <<<"${NETNS_PERF_ARGS:-}"
+			args+=("${extra[@]}")
 			local -a env=("NCCL_NET_PLUGIN=$PLUGIN")
 			[[ $prov != default ]] && args+=(--provider "$prov")
 			if [[ $link == loopback ]]; then
@@ -930,6 +936,7 @@ stage_netns_perf() {
 				[[ -n $ifc ]] && env+=("FI_TCP_IFACE=$ifc" "FI_SOCKETS_IFACE=$ifc" "FI_UDP_IFACE=$ifc" "FI_NET_IFACE=$ifc")
 			fi
 			out=$STAGE_LOG/perf-$link-${prov//;/+}
+			[[ " ${extra[*]} " == *" --bidir "* ]] && out+=-bidir
 			csv=$out.csv
 			rc=0
 			run_limit "netns-perf $link $prov" || return 1

@@ -20,6 +20,13 @@
 #                 a second time after it ("Socket again"), so both paths have
 #                 two runs (sweep_table.py --summary then also compares each
 #                 one's faster run per size)
+#   SWEEP_RAW     1: raw libfabric in the same call, first: run-gpu.sh's
+#                 netns-perf stage (nccl-fabric-perf --compare, the plugin's
+#                 own provider choice) one way and both ways at once, paths
+#                 alternating in 3 rounds, between two emulated hosts and (when
+#                 SWEEP_LINKS has it) over loopback, at SWEEP_RAW_SIZES
+#                 (default 128K,2M,8M,64M); table: sweep_table.py --raw
+#                 netns-perf.csv, also at the end of sweep.txt
 #   SWEEP_MIN SWEEP_MAX SWEEP_FACTOR SWEEP_ITERS SWEEP_WARMUP SWEEP_COLLS
 #                 the sizes and collectives of each run (default 8 B to
 #                 128 MiB by 4, 5 iterations after 2, all_reduce, all_gather,
@@ -70,6 +77,16 @@ left() { # TIME_BUDGET for the next run-gpu.sh (0: no limit); 1 when none is lef
 }
 
 rc=0
+if [[ ${SWEEP_RAW:-0} == 1 ]]; then
+	loop=0
+	[[ " ${SWEEP_LINKS:-netns loopback} " == *" loopback "* ]] && loop=1
+	for args in "--rounds 3" "--bidir --rounds 3"; do
+		tb=$(left) || { rc=1; break; }
+		TIME_BUDGET=$tb NETNS_PERF_PROVIDERS=default NETNS_PERF_LOOPBACK=$loop \
+			NETNS_PERF_SIZES=${SWEEP_RAW_SIZES:-128K,2M,8M,64M} NETNS_PERF_ARGS="$args" \
+			"$REPO/bench/run-gpu.sh" netns-perf || rc=1
+	done
+fi
 for link in ${SWEEP_LINKS:-netns loopback}; do
 	netns=0
 	[[ $link == netns ]] && netns=1
@@ -106,4 +123,12 @@ for link in ${SWEEP_LINKS:-netns loopback}; do
 	done
 done
 "$PYTHON" "$REPO/bench/sweep_table.py" "$OUT/bench.csv" | tee "$OUT/sweep.txt"
+if [[ -s $OUT/netns-perf.csv ]]; then
+	{
+		echo
+		echo "## the plugin against raw libfabric in the same call"
+		echo
+		"$PYTHON" "$REPO/bench/sweep_table.py" --raw "$OUT/netns-perf.csv"
+	} | tee -a "$OUT/sweep.txt"
+fi
 exit $rc

@@ -19,6 +19,11 @@ A row with a data error is left out and counted. Standard library only.
       collective, each setting's time over the default's, geometric mean over
       every size and over sizes from SIZE (default 32M); "again" is the
       noise floor
+  sweep_table.py --raw netns-perf.csv [...]   the plugin against raw
+      libfabric in the same call (sweep.sh's SWEEP_RAW=1: run-gpu.sh's
+      netns-perf stage): per link, provider, direction and size, each path's
+      GB/s and plugin/raw (the median of the rounds' own ratios where the
+      paths alternated in rounds)
 """
 
 import csv
@@ -138,6 +143,47 @@ def knob_ratios(times, start):
             print(f"| {link}, {ranks} | {coll} | " + " | ".join(cells) + " |")
 
 
+def raw_table(paths):
+    """nccl-fabric-perf --csv rows with the link first (netns-perf.csv)."""
+    rows = defaultdict(dict)
+    for p in paths:
+        with open(p, newline="") as f:
+            for r in csv.DictReader(f):
+                path = r.get("path", "")
+                both = path.endswith("-bidir")
+                kind = path[:-len("-bidir")] if both else path
+                if kind not in ("plugin", "raw", "raw-write"):
+                    continue
+                key = (r["link"], r["provider"], "both ways" if both else "one way",
+                       int(r["bytes"]))
+                rows[key][kind] = float(r["gbps"])
+                if kind == "plugin" and r.get("vs_raw"):
+                    rows[key]["ratio"] = float(r["vs_raw"])
+    if not rows:
+        print("no plugin/raw rows (nccl-fabric-perf --compare --csv, link first)",
+              file=sys.stderr)
+        return 1
+    print("| link | provider | direction | size | plugin GB/s | raw GB/s | plugin/raw |")
+    print("|---|---|---|---|---|---|---|")
+    ratios = []
+    for key in sorted(rows):
+        v = rows[key]
+        raw = v.get("raw", v.get("raw-write"))
+        ratio = v.get("ratio")
+        if ratio is None and raw and v.get("plugin"):
+            ratio = v["plugin"] / raw
+        g = lambda x, d=3: f"{x:.{d}f}" if x is not None else "-"
+        if ratio is not None:
+            ratios.append((ratio, key))
+        print(f"| {key[0]} | {key[1]} | {key[2]} | {size_label(key[3])} | {g(v.get('plugin'))} "
+              f"| {g(raw)} | {g(ratio, 2)} |")
+    if ratios:
+        worst = min(ratios)
+        print(f"\nworst plugin/raw: {worst[0]:.2f} ({worst[1][0]}, {worst[1][2]}, "
+              f"{size_label(worst[1][3])})")
+    return 0
+
+
 def main(argv):
     if len(argv) > 1 and argv[1] in ("-h", "--help"):
         print(__doc__.strip())
@@ -155,6 +201,8 @@ def main(argv):
         if bad:
             print(f"\n{bad} rows with data errors left out")
         return 0
+    if len(argv) > 1 and argv[1] == "--raw":
+        return raw_table(argv[2:])
     if len(argv) > 1 and argv[1] == "--summary":
         times, bad = load(argv[2:])
         summary(times)

@@ -41,6 +41,22 @@ out=$(python3 "$t" --summary "$tmp") || fail=1
 expect "--summary, Socket twice" "$out" "| netns, 2 | sendrecv | 0.90 (8) | 1.34 | - | - | 0.75 (1K) | 0.92 |"
 out=$(python3 "$t" --knobs "$tmp") || fail=1
 expect "--knobs, Socket again" "$out" "| again | Socket | Socket again |"
+# --raw: netns-perf.csv (link first); with rounds the plugin row's vs_raw (the
+# median of the rounds' ratios) is the ratio, not the ratio of the medians
+{
+	echo "link,path,provider,device,version,bytes,iterations,window,seconds,gbps,rails,vs_raw"
+	echo "netns-25gbit,plugin,\"tcp\",\"eth0\",12,131072,100,8,0.1,1.5000,2,0.9000"
+	echo "netns-25gbit,raw,\"tcp\",\"eth0\",,131072,100,8,0.1,1.4000,,"
+	echo "netns-25gbit,plugin-bidir,\"tcp\",\"eth0\",12,131072,100,8,0.1,1.2000,2,1.1000"
+	echo "netns-25gbit,raw-bidir,\"tcp\",\"eth0\",,131072,100,8,0.1,1.0000,,"
+	echo "loopback,plugin,\"tcp\",\"lo\",12,2097152,100,8,0.1,3.0000,2,"
+	echo "loopback,raw,\"tcp\",\"lo\",,2097152,100,8,0.1,4.0000,,"
+} >"$tmp"
+out=$(python3 "$t" --raw "$tmp") || fail=1
+expect "--raw, one way" "$out" "| netns-25gbit | tcp | one way | 128K | 1.500 | 1.400 | 0.90 |"
+expect "--raw, both ways" "$out" "| netns-25gbit | tcp | both ways | 128K | 1.200 | 1.000 | 1.10 |"
+expect "--raw, no vs_raw" "$out" "| loopback | tcp | one way | 2M | 3.000 | 4.000 | 0.75 |"
+expect "--raw, worst" "$out" "worst plugin/raw: 0.75 (loopback, one way, 2M)"
 out=$(python3 "$t" --help) || fail=1
 expect "--help" "$out" "sweep_table.py --summary bench.csv"
 out=$(python3 "$t" --knobs --from 1X /dev/null 2>&1) && { echo "FAIL: a bad size was accepted"; fail=1; }
