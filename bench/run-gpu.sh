@@ -111,6 +111,9 @@
 #   FABRIC_TCP_PROVIDER  NCCL_FABRIC_PROVIDER for the tcp path (default
 #                        'tcp;ofi_rxm'; empty: let the plugin choose)
 #   FABRIC_EXTRA_ENV     extra NAME=VALUE words for every plugin run
+#   BENCH_NCCL_ENV       extra NAME=VALUE words for every run, Socket's too
+#                        (NCCL's own settings, e.g. NCCL_NCHANNELS_PER_NET_PEER=2,
+#                        so both paths are measured under them)
 #   PATH_TAG             appended to the path names in the CSVs (path-TAG), so
 #                        runs of one path with other settings stay apart
 #   FABRIC_NETNS         1: an emulated cluster (bench/netns.sh). Each rank of a
@@ -314,6 +317,11 @@ path_env() {
 		;;
 	*) die "internal: unknown path $path" ;;
 	esac
+	if [[ -n ${BENCH_NCCL_ENV:-} ]]; then
+		local -a both
+		read -r -a both <<<"$BENCH_NCCL_ENV"
+		ENV_RUN+=("${both[@]}")
+	fi
 }
 
 # Name of a path in the CSVs: PATH_TAG appended, and for runs in the emulated
