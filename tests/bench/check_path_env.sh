@@ -19,19 +19,17 @@ has() { grep -qxF -- "$3" <<<"$2" || { echo "FAIL: $1: no '$3' in:"; echo "$2"; 
 hasnt() { ! grep -qxF -- "$3" <<<"$2" || { echo "FAIL: $1: '$3' should not be there"; fail=1; }; }
 
 export FABRIC_EXTRA_ENV="NCCL_FABRIC_RAILS=1" BENCH_NCCL_ENV="NCCL_NCHANNELS_PER_NET_PEER=2 NCCL_MIN_P2P_NCHANNELS=4"
-for p in fabric-default fabric-tcp-native; do
+for p in fabric-default fabric-tcp-native nccl-socket nccl-socket-best; do
 	e=$(env_of $p)
-	has "$p" "$e" "NCCL_NET=Fabric"
-	has "$p" "$e" "NCCL_FABRIC_RAILS=1"
 	has "$p" "$e" "NCCL_NCHANNELS_PER_NET_PEER=2"
 	has "$p" "$e" "NCCL_MIN_P2P_NCHANNELS=4"
-done
-for p in nccl-socket nccl-socket-best; do
-	e=$(env_of $p)
-	has "$p" "$e" "NCCL_NET=Socket"
-	hasnt "$p" "$e" "NCCL_FABRIC_RAILS=1"
-	has "$p" "$e" "NCCL_NCHANNELS_PER_NET_PEER=2"
-	has "$p" "$e" "NCCL_MIN_P2P_NCHANNELS=4"
+	if [[ $p == fabric-* ]]; then
+		has "$p" "$e" "NCCL_NET=Fabric"
+		has "$p" "$e" "NCCL_FABRIC_RAILS=1"
+	else
+		has "$p" "$e" "NCCL_NET=Socket"
+		hasnt "$p" "$e" "NCCL_FABRIC_RAILS=1"
+	fi
 done
 unset BENCH_NCCL_ENV
 e=$(env_of nccl-socket)

@@ -46,6 +46,17 @@ static int ck_post_for(ck_t *ck, fh_op_t *op, double seconds)
 	}
 }
 
+/* ck_post_for where the case needs the request: fails when `what` (isend(),
+ * irecv()) still gave none after `seconds`. */
+static int ck_post_within(ck_t *ck, fh_op_t *op, double seconds, const char *what)
+{
+	if (ck_post_for(ck, op, seconds))
+		return FH_FAIL;
+	if (op->state != FH_OP_POSTED)
+		return fh_fail(ck->r, "%s kept returning a NULL request for %.0f s", what, seconds);
+	return FH_OK;
+}
+
 /* ------------------------------------------------------------ send larger than posted */
 
 /* sender_first: the sender posts before the receive exists (and the
@@ -76,10 +87,8 @@ static int send_larger(ck_t *ck, int sender_first)
 		op.expect[0] = FH_NO_CHECK;
 		if (sender_first && fh_oob_barrier(r)) /* the sender has posted */
 			return FH_FAIL;
-		if (ck_post_for(ck, &op, limit))
+		if (ck_post_within(ck, &op, limit, "irecv()"))
 			return FH_FAIL;
-		if (op.state != FH_OP_POSTED)
-			return fh_fail(r, "irecv() kept returning a NULL request for %.0fs", limit);
 		unsigned long warns = fh_log_warn_count();
 		if (!sender_first && fh_oob_barrier(r)) /* the sender starts now */
 			return FH_FAIL;
@@ -365,21 +374,15 @@ static int ck_close_dropped(ck_t *ck)
 		fh_op_send(&op, sc, b.ptr, len, CK_TAG, b.mh);
 	} else {
 		fh_op_recv(&op, rc, b.ptr, len, CK_TAG, b.mh);
-		if (ck_post_for(ck, &op, 10.0 * r->timeout_mult))
+		if (ck_post_within(ck, &op, 10.0 * r->timeout_mult, "irecv()"))
 			return FH_FAIL;
-		if (op.state != FH_OP_POSTED)
-			return fh_fail(r, "irecv of %zu bytes gave no request in %.0f s", len,
-				       10.0 * r->timeout_mult);
 	}
 	if (fh_oob_barrier(r)) /* the receive is posted: its CTS is on the way */
 		return FH_FAIL;
 	if (me == 0) {
 		/* posted once the CTS is here; nothing tests it after that */
-		if (ck_post_for(ck, &op, 10.0 * r->timeout_mult))
+		if (ck_post_within(ck, &op, 10.0 * r->timeout_mult, "isend()"))
 			return FH_FAIL;
-		if (op.state != FH_OP_POSTED)
-			return fh_fail(r, "isend of %zu bytes gave no request in %.0f s", len,
-				       10.0 * r->timeout_mult);
 		char dropped[2048], waited[2048];
 		fh_log_keep("never will be");
 		if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() with the send in flight"))
