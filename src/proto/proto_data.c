@@ -746,21 +746,34 @@ static int recv_post_remaining(struct proto_recv_req *q)
 
 /* A receive whose remaining operations can never be posted (rc: the posting's
  * failure): counted complete so test() can report the failure instead of
- * waiting forever. Posted ones still complete (or are cancelled at close)
- * normally. */
+ * waiting forever. Its CTS never went out, so no message above the eager
+ * limit and no write will come: the receives already posted are cancelled
+ * (their cancellations complete them), and with writes only every buffer is
+ * counted complete. */
 static void recv_abandon(struct proto_recv_req *q, int rc)
 {
 	struct proto_req *r = &q->h;
+	struct proto_comm *c = r->comm;
 	proto_req_fail(r, ofi_err_sys(rc));
 	atomic_store(&q->cts_lazy, 0);
-	int missing = (r->n - q->cursor) + (q->cts_sent ? 0 : 1);
+	bool cts_sent = q->cts_sent, writes_only = c->dev->plan.writes_only;
+	int posted = q->cursor;
+	int missing = (r->n - posted) + (cts_sent ? 0 : 1);
+	if (!cts_sent && writes_only)
+		missing += posted; /* buffers waiting for writes that cannot come */
 	for (int k = q->cursor; k < r->n; k++) {
-		ofi_buf_put(r->comm->dev->dom, q->bounce[k]);
+		ofi_buf_put(c->dev->dom, q->bounce[k]);
 		q->bounce[k] = NULL;
 	}
 	q->cursor = r->n;
 	q->cts_sent = true;
 	atomic_fetch_add(&r->ncomplete, missing);
+	if (!cts_sent && !writes_only && posted) {
+		proto_comm_lock_rails(c);
+		for (int k = 0; k < posted; k++)
+			proto_op_cancel(&q->ops[k]);
+		proto_comm_unlock_rails(c);
+	}
 }
 
 /* Writes only: each buffer's registration is held from irecv until the

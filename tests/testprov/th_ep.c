@@ -760,9 +760,26 @@ static ssize_t th_inject_unlocked(struct th_ep *ep, const char *name, int tagged
 
 /* ---- tagged ops ---- */
 
+/* TESTHMEM_FAIL_TRECV_MIN=N: a tagged receive of N bytes or more (N at least
+ * 64 KiB) is refused with -FI_EIO, a hard error, as a NIC out of resources
+ * would refuse it. Read at each such post, so a test may set it between
+ * operations; receives below 64 KiB (control pools) never read it. */
+static int th_fail_trecv(size_t len)
+{
+	if (len < 65536)
+		return 0;
+	const char *v = getenv("TESTHMEM_FAIL_TRECV_MIN");
+	unsigned long long min = v && *v ? strtoull(v, NULL, 0) : 0;
+	return min >= 65536 && len >= min;
+}
+
 static ssize_t th_trecv(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
 			uint64_t tag, uint64_t ignore, void *context)
 {
+	if (th_fail_trecv(len)) {
+		th_log("refused trecv len=%zu (TESTHMEM_FAIL_TRECV_MIN)", len);
+		return -FI_EIO;
+	}
 	struct iovec iov = { buf, len };
 	struct th_xfer x = { "trecv", 1, 1, TH_CALL_PLAIN, &iov, &desc, 1, src, tag, ignore, 0,
 			     context, 0 };

@@ -193,6 +193,109 @@ static int ck_send_larger_early(ck_t *ck)
 	return send_larger(ck, 1);
 }
 
+/* ------------------------------------------------------------ a receive half posted */
+
+/* A grouped receive whose first buffer is posted and whose second is refused
+ * by the provider with a hard error (testhmem's TESTHMEM_FAIL_TRECV_MIN): its
+ * clear-to-send never goes out, so no message comes for the posted buffer
+ * either. test() must report the failure in bounded time (not wait for that
+ * buffer forever), with a WARN; closing and a new connection must work. */
+#define CK_HALF_SMALL (512 * KiB)
+#define CK_HALF_LARGE (2 * MiB)
+
+static int ck_recv_half_posted(ck_t *ck)
+{
+	fh_rank_t *r = ck->r;
+	fh_net_t *net = ck->net;
+	int me = r->rank;
+	const ncclFabricTools_v1_t *tools = fh_net_tools(net);
+	const char *prov = tools && tools->provider ? tools->provider() : "";
+	if (!strstr(prov, "testhmem"))
+		return fh_skip(r, "needs the test provider testhmem to refuse a receive (provider %s)",
+			       prov);
+	const char *profile = getenv("TESTHMEM_PROFILE");
+	if (profile && !strcmp(profile, "efa-direct"))
+		return fh_skip(r, "profile %s takes writes only: no tagged receive to refuse", profile);
+	double limit = 20.0 * r->timeout_mult;
+	void *sc = NULL, *rc = NULL;
+	if (ck_link_0to1(ck, &sc, &rc))
+		return FH_FAIL;
+	fh_buf_t b;
+	if (fh_buf_alloc(&b, CK_HALF_SMALL + CK_HALF_LARGE, 4096))
+		return fh_fail(r, "cannot map a buffer");
+	if (ck_ok(ck, fh_buf_reg(net, &b, me == 0 ? sc : rc, 0), "regMr()"))
+		return FH_FAIL;
+	if (me == 1) {
+		void *data[2] = {b.ptr, b.ptr + CK_HALF_SMALL};
+		size_t sizes[2] = {CK_HALF_SMALL, CK_HALF_LARGE};
+		int tags[2] = {CK_TAG, CK_TAG + 1};
+		void *mh[2] = {b.mh, b.mh};
+		void *req = NULL;
+		unsigned long warns = fh_log_warn_count();
+		setenv("TESTHMEM_FAIL_TRECV_MIN", "1048576", 1);
+		fh_stage(r, "irecv of %d and %d KiB, the second refused", (int)(CK_HALF_SMALL / 1024),
+			 (int)(CK_HALF_LARGE / 1024));
+		ncclResult_t res = fh_net_irecv(net, rc, 2, data, sizes, tags, mh, &req);
+		unsetenv("TESTHMEM_FAIL_TRECV_MIN");
+		if (res != ncclSuccess)
+			return fh_fail(r, "irecv() returned %s although its first buffer was posted; "
+					  "expected a request whose test() fails",
+				       fh_result_str(res));
+		if (!req)
+			return fh_fail(r, "irecv() returned no request (the refusal is not -FI_EAGAIN)");
+		int done = 0, got[2] = {-1, -1};
+		unsigned idle = 0;
+		double t0 = fh_now(), until = t0 + limit;
+		for (;;) {
+			res = fh_net_test(net, req, &done, got);
+			if (res != ncclSuccess || done)
+				break;
+			if (fh_now() > until)
+				return fh_fail(r, "test() neither failed nor completed within %.0f s of a "
+						  "receive whose second buffer the provider refused: the "
+						  "posted first buffer waits for a message that cannot come",
+					       limit);
+			fh_relax(&idle);
+		}
+		if (res == ncclSuccess)
+			return fh_fail(r, "test() completed with ncclSuccess (sizes %d, %d) although "
+					  "the provider refused the second buffer",
+				       got[0], got[1]);
+		if (fh_log_warn_count() == warns)
+			return fh_fail(r, "test() returned %s but nothing was logged at WARN level",
+				       fh_result_str(res));
+		fh_note(r, "test() returned %s after %.2f s", fh_result_str(res), fh_now() - t0);
+		if (fh_oob_barrier(r)) /* the sender may stop trying */
+			return FH_FAIL;
+	} else {
+		/* NCCL's sender: it keeps posting the first message, which waits for
+		 * a CTS that never comes, until the receiver has its answer. */
+		fh_pattern_fill(b.ptr, CK_HALF_SMALL, ck_seed(ck, 0, 1, 93, 0));
+		void *req = NULL;
+		unsigned idle = 0;
+		fh_stage(r, "isend of %d KiB while the receiver's test() decides",
+			 (int)(CK_HALF_SMALL / 1024));
+		while (!fh_oob_ready(r, 1)) {
+			int done = 0;
+			int size = -1;
+			ncclResult_t res = req ? fh_net_test(net, req, &done, &size)
+					       : fh_net_isend(net, sc, b.ptr, CK_HALF_SMALL, CK_TAG,
+							      b.mh, &req);
+			if (res != ncclSuccess || done)
+				break; /* completed or failed: either may happen, neither may hang */
+			fh_relax(&idle);
+		}
+		if (fh_oob_barrier(r))
+			return FH_FAIL;
+	}
+	fh_stage(r, "closing comms after the refused receive");
+	if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() after the error") ||
+	    ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	fh_buf_free(&b);
+	return ck_fresh_link_works(ck, 94);
+}
+
 /* ------------------------------------------------------------ corrupted handles */
 
 static int ck_corrupt_handle(ck_t *ck)
@@ -949,6 +1052,9 @@ static const ck_case_t ck_errors[] = {
 	 2, ALLV, 0, 0, ck_send_larger_early, 192 * KiB},
 	{"send-larger/rndv", "1 MiB into a 512 KiB receive: ncclInvalidUsage + WARN, guard intact",
 	 2, ALLV, 0, 0, ck_send_larger, 0},
+	{"recv-half-posted", "a grouped receive whose second buffer the provider refuses "
+			     "(testhmem): test() fails with a WARN in bounded time, close works",
+	 2, ALLV, 0, 0, ck_recv_half_posted, 0},
 	{"corrupt-handle", "connect with flipped/random/zero handles fails, then a good one works",
 	 2, ALLV, CK_NETNS, 120, ck_corrupt_handle, 0},
 	{"close-inflight/both", "close comms with sends and receives in flight, twice; then a new "
