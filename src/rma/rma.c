@@ -150,12 +150,22 @@ struct rma_win *rma_win_from(struct rma_coll *c, void *p, const char *what, cons
 	return w;
 }
 
-/* The ring's all-gather: `len` bytes of each rank into all[rank * len]. */
+/* The ring's all-gather: `len` bytes of each rank into all[rank * len].
+ * On failure a receive into `all` or a send from it may still be posted, and
+ * the ring's tags are out of step with the neighbours': the ring is closed,
+ * which takes back its buffers as closeRecv/closeSend take back NCCL's (so the
+ * caller may free `all`), and later collectives fail at once. */
 static int ring_allgather(struct rma_coll *c, const void *mine, void *all, size_t len)
 {
 	memcpy((char *)all + (size_t)c->rank * len, mine, len);
 	if (c->nranks == 1)
 		return 0;
+	if (!c->sc || !c->rc) {
+		LOG_WARN(NCCL_NET, "RMA rank %d of %d: the ring to the neighbours was closed when an "
+			 "earlier all-gather failed; close this collective comm (closeColl) and "
+			 "connect again", c->rank, c->nranks);
+		return -FI_EIO;
+	}
 	void *smr = NULL, *rmr = NULL;
 	size_t total = len * (size_t)c->nranks;
 	int rc = net_reg_mr(c->sc, all, total, NCCL_PTR_HOST, &smr);
@@ -199,6 +209,12 @@ static int ring_allgather(struct rma_coll *c, const void *mine, void *all, size_
 		net_dereg_mr(c->sc, smr);
 	if (rmr)
 		net_dereg_mr(c->rc, rmr);
+	if (rc) {
+		net_close_send(c->sc);
+		net_close_recv(c->rc);
+		c->sc = NULL;
+		c->rc = NULL;
+	}
 	return rc;
 }
 

@@ -541,6 +541,44 @@ static int test_abi_tables(void)
 	return 0;
 }
 
+/* An all-gather a rank does not take part in (rank 1 registers nothing):
+ * rank 0's regMrSym fails within NCCL_FABRIC_TIMEOUT (1 s here) with a WARN,
+ * its ring is closed, so its next collective fails at once instead of
+ * matching the failed round's blocks; a new group works. */
+static int test_allgather_fails(void)
+{
+	struct proto_device *nd = core_plugin_get()->rma[0].net;
+	uint64_t saved = nd->plan.timeout_ns;
+	nd->plan.timeout_ns = 1000000000ULL;
+	unsigned char *buf = aligned_alloc(4096, 4096);
+	CHECK(buf != NULL);
+	void *w = NULL;
+	double t0 = unit_now_s();
+	int rc = rma_reg_sym(coll[0], buf, 4096, NCCL_PTR_HOST, 0, -1, 0, &w);
+	double secs = unit_now_s() - t0;
+	printf("  regMrSym without the peer: %s after %.2f s\n", ofi_strerror(rc), secs);
+	CHECK_EQ(rc, -FI_ETIMEDOUT);
+	CHECK(w == NULL);
+	CHECK(secs < 10);
+	t0 = unit_now_s();
+	rc = rma_reg_sym(coll[0], buf, 4096, NCCL_PTR_HOST, 0, -1, 0, &w);
+	secs = unit_now_s() - t0;
+	printf("  the next regMrSym: %s after %.2f s\n", ofi_strerror(rc), secs);
+	CHECK_EQ(rc, -FI_EIO);
+	CHECK(w == NULL);
+	CHECK(secs < 1);
+	nd->plan.timeout_ns = saved;
+	free(buf);
+	CHECK_EQ(regroup(), 0);
+	void *req = NULL;
+	data[0][200] = 0x5c;
+	data[1][200] = 0;
+	CHECK_EQ(rma_iput(ctx[0], 0, 200, dwin[0], 1, 200, dwin[0], 1, &req), 0);
+	CHECK_EQ(wait_req(0, req), 0);
+	CHECK_EQ(data[1][200], 0x5c);
+	return 0;
+}
+
 static const struct unit_test tests[] = {
 	TEST_ENTRY(test_put_sizes, "puts 0 B..64 MiB at odd offsets, each with a strong signal"),
 	TEST_ENTRY(test_signals_counted, "2000 signals each way counted exactly"),
@@ -551,6 +589,8 @@ static const struct unit_test tests[] = {
 	TEST_ENTRY(test_stale_key, "a stale key after deregistration refused by the target"),
 	TEST_ENTRY(test_forged_key, "a forged key refused by the target"),
 	TEST_ENTRY(test_forged_signal, "a signal for an unknown window refused"),
+	TEST_ENTRY(test_allgather_fails, "an all-gather without the peer fails in bounded time; "
+					 "the ring is closed; a new group works"),
 	TEST_ENTRY(test_abi_tables, "ncclRmaPlugin_v14/_v13 from the shared library"),
 };
 
