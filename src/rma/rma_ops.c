@@ -569,9 +569,8 @@ int rma_test(void *p, void *request, int *done)
 	*done = 0;
 	if (atomic_load(&r->ncomplete) < r->nops) {
 		int prc = ofi_ep_progress(c->ep);
-		if (prc < 0) {
-			req_fail(r, prc);
-		}
+		if (prc < 0)
+			req_fail(r, ofi_err_sys(prc));
 		retry_due(r);
 	}
 	if (atomic_load(&r->ncomplete) < r->nops) {
@@ -588,11 +587,15 @@ int rma_test(void *p, void *request, int *done)
 			gave_up = true;
 			/* what never reached the provider is dropped; what did is
 			 * cancelled, and its completion frees the request */
+			/* a dropped operation never completes: count it, so the
+			 * last completion of a posted one returns the request */
 			if (rma_take_due(r, &r->data_due)) {
 				ofi_mr_put(r->due_hold);
 				r->due_hold = NULL;
+				atomic_fetch_add(&r->ncomplete, 1);
 			}
-			rma_take_due(r, &r->sig_due);
+			if (rma_take_due(r, &r->sig_due))
+				atomic_fetch_add(&r->ncomplete, 1);
 			unposted = !atomic_load(&r->op[0].posted) && !atomic_load(&r->op[1].posted);
 			r->abandoned = !unposted;
 			for (int k = 0; k < 2; k++)
@@ -628,7 +631,7 @@ int rma_progress(void *p)
 		for (int i = 0; i < x->nreqs; i++)
 			if (atomic_load(&x->reqs[i].data_due) || atomic_load(&x->reqs[i].sig_due))
 				retry_due(&x->reqs[i]);
-	return rc < 0 ? rc : 0;
+	return rc < 0 ? ofi_err_sys(rc) : 0;
 }
 
 int rma_query_last_error(void *p, bool *has_error)
