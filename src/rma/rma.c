@@ -266,8 +266,20 @@ static void coll_free(struct rma_coll *c)
 		net_close_send(c->sc);
 	if (c->rc)
 		net_close_recv(c->rc);
+	/* the windows leave the list under win_lock before they are freed: the
+	 * endpoint's progress thread may run the signal handler until the
+	 * domain closes */
+	struct dlist wins;
+	dlist_init(&wins);
+	pthread_mutex_lock(&c->win_lock);
+	while (!dlist_empty(&c->wins)) {
+		struct dlist *first = c->wins.next;
+		dlist_remove(first);
+		dlist_insert_tail(&wins, first);
+	}
+	pthread_mutex_unlock(&c->win_lock);
 	struct dlist *it, *nx;
-	dlist_foreach_safe(&c->wins, it, nx) {
+	dlist_foreach_safe(&wins, it, nx) {
 		struct rma_win *w = container_of(it, struct rma_win, link);
 		if (w->mr)
 			ofi_mr_put(w->mr);
@@ -489,8 +501,13 @@ int rma_dereg_sym(void *p, void *mhandle)
 	struct rma_win *w = rma_win_from(c, mhandle, "deregMrSym", "registered");
 	if (!w)
 		return -FI_EINVAL;
+	/* under win_lock: a signal handler that found the window live finishes
+	 * its add before NCCL may free the buffer */
 	uint32_t live = RMA_WIN_MAGIC;
-	if (!atomic_compare_exchange_strong(&w->magic, &live, RMA_WIN_DEAD))
+	pthread_mutex_lock(&c->win_lock);
+	bool was_live = atomic_compare_exchange_strong(&w->magic, &live, RMA_WIN_DEAD);
+	pthread_mutex_unlock(&c->win_lock);
+	if (!was_live)
 		return -FI_EINVAL;
 	/* an operation in flight holds its own reference (ofi_op_hold) */
 	struct ofi_mr *mr = w->mr;
