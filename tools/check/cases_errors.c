@@ -57,6 +57,19 @@ static int ck_post_within(ck_t *ck, fh_op_t *op, double seconds, const char *wha
 	return FH_OK;
 }
 
+/* After a case's error: the buffer deregistered and the pair closed (both
+ * must still work), then a fresh connection must move data. */
+static int ck_close_after_error(ck_t *ck, fh_buf_t *b, void *sc, void *rc, const char *what,
+				int stream)
+{
+	fh_stage(ck->r, "closing comms after %s", what);
+	if (ck_ok(ck, fh_buf_dereg(ck->net, b), "deregMr() after the error") ||
+	    ck_close_pair(ck, sc, rc))
+		return FH_FAIL;
+	fh_buf_free(b);
+	return ck_fresh_link_works(ck, stream);
+}
+
 /* ------------------------------------------------------------ send larger than posted */
 
 /* sender_first: the sender posts before the receive exists (and the
@@ -174,13 +187,7 @@ static int send_larger(ck_t *ck, int sender_first)
 	}
 	if (fh_oob_barrier(r))
 		return FH_FAIL;
-	/* The comms saw an error; closing them must still work. */
-	fh_stage(r, "closing comms after the truncation");
-	if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() after the error") ||
-	    ck_close_pair(ck, sc, rc))
-		return FH_FAIL;
-	fh_buf_free(&b);
-	return ck_fresh_link_works(ck, 91);
+	return ck_close_after_error(ck, &b, sc, rc, "the truncation", 91);
 }
 
 static int ck_send_larger(ck_t *ck)
@@ -288,12 +295,7 @@ static int ck_recv_half_posted(ck_t *ck)
 		if (fh_oob_barrier(r))
 			return FH_FAIL;
 	}
-	fh_stage(r, "closing comms after the refused receive");
-	if (ck_ok(ck, fh_buf_dereg(net, &b), "deregMr() after the error") ||
-	    ck_close_pair(ck, sc, rc))
-		return FH_FAIL;
-	fh_buf_free(&b);
-	return ck_fresh_link_works(ck, 94);
+	return ck_close_after_error(ck, &b, sc, rc, "the refused receive", 94);
 }
 
 /* ------------------------------------------------------------ corrupted handles */
